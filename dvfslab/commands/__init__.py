@@ -1,0 +1,1 @@
+"""One module per ``dvfslab`` sub-command (or group); each defines ``register(subparsers)``."""
