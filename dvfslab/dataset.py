@@ -205,10 +205,14 @@ def _convert(path: Path, col: str, values: pd.Series, kind: str) -> pd.Series:
     if base == "str":
         return stripped.where(~empty, None).astype(object)
     numeric = pd.to_numeric(stripped.where(~empty, None), errors="coerce")
-    bad = numeric.isna() & ~empty
+    literal_nan = stripped.str.lower() == "nan"
+    bad = numeric.isna() & ~empty & ~literal_nan
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0]) + 1
         raise DatasetError(path, f"wrong type: {values.iloc[row - 1]!r} is not a number", column=col, row=row)
+    if not optional and literal_nan.any():
+        row = int(np.flatnonzero(literal_nan.to_numpy())[0]) + 1
+        raise DatasetError(path, "NaN in a required column", column=col, row=row)
     if base == "int":
         frac = numeric.notna() & (numeric != np.round(numeric))
         if frac.any():

@@ -1,0 +1,166 @@
+"""The dataset contract: loading, one test per kind of bad input, atomic writes, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dvfslab.cli import main
+from dvfslab.dataset import (
+    RUN_COLUMNS,
+    DatasetError,
+    atomic_write_text,
+    load_dataset,
+    write_dataset,
+)
+
+EXAMPLE = Path(__file__).parent / "data" / "example"
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    dst = tmp_path / "ds"
+    shutil.copytree(EXAMPLE, dst)
+    return dst
+
+
+def edit_csv(path: Path, row: int, column: str, value: str) -> None:
+    """Set one cell (row is the 1-based data row) of a CSV, keeping everything as text."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.loc[row - 1, column] = value
+    frame.to_csv(path, index=False)
+
+
+def edit_meta(path: Path, **changes) -> None:
+    meta = json.loads((path / "meta.json").read_text())
+    meta.update(changes)
+    (path / "meta.json").write_text(json.dumps(meta))
+
+
+def test_example_loads_with_types():
+    ds = load_dataset(EXAMPLE)
+    assert (len(ds.workloads), len(ds.runs)) == (3, 10)
+    assert ds.source == "measured" and ds.baseline == "maxn"
+    assert ds.freq_table_mhz == [612.0, 1300.5]
+    assert str(ds.runs["rep"].dtype) == "Int64"
+    assert ds.runs["time_s"].dtype == float
+    assert ds.runs["gpu_freq_mhz"].isna().sum() == 3  # the MAXN runs
+    assert len(ds.ok_runs()) == 9
+    assert ds.summary_line() == "ok: 3 workloads, 10 runs (measured)"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: (d / "runs.csv").unlink(), ["runs.csv", "file is missing"]),
+        (lambda d: (d / "meta.json").write_text("{not json"), ["meta.json", "malformed JSON", "line 1"]),
+        (lambda d: edit_meta(d, schema_version=7), ["meta.json", "unknown schema_version 7"]),
+        (lambda d: edit_meta(d, source="guessed"), ["meta.json", "source 'guessed'"]),
+        (lambda d: edit_meta(d, freq_table_mhz=[]), ["meta.json", "freq_table_mhz"]),
+        (
+            lambda d: pd.read_csv(d / "workloads.csv").drop(columns="hidden_size").to_csv(d / "workloads.csv", index=False),
+            ["workloads.csv", "column 'hidden_size'", "column is missing"],
+        ),
+        (lambda d: edit_csv(d / "runs.csv", 4, "time_s", "fast"), ["runs.csv", "column 'time_s'", "row 4", "'fast' is not a number"]),
+        (lambda d: edit_csv(d / "runs.csv", 2, "rep", "1.5"), ["runs.csv", "column 'rep'", "row 2", "not an integer"]),
+        (lambda d: edit_csv(d / "runs.csv", 5, "energy_j", "nan"), ["runs.csv", "column 'energy_j'", "row 5", "NaN"]),
+        (lambda d: edit_csv(d / "runs.csv", 3, "time_s", ""), ["runs.csv", "column 'time_s'", "row 3", "NaN or empty"]),
+        (lambda d: edit_csv(d / "runs.csv", 6, "energy_j", "-3"), ["runs.csv", "column 'energy_j'", "row 6", ">= 0"]),
+        (lambda d: edit_csv(d / "runs.csv", 7, "status", "done"), ["runs.csv", "column 'status'", "row 7", "'done' is not one of ok, failed"]),
+        (lambda d: edit_csv(d / "runs.csv", 8, "workload_id", "bert-huge/qqp"), ["runs.csv", "column 'workload_id'", "row 8", "not in workloads.csv"]),
+        (lambda d: edit_csv(d / "runs.csv", 1, "gpu_freq_mhz", "600"), ["runs.csv", "column 'gpu_freq_mhz'", "row 1", "600 is not in meta.json freq_table_mhz"]),
+        (lambda d: edit_csv(d / "runs.csv", 9, "run_id", "r001"), ["runs.csv", "column 'run_id'", "row 9", "duplicate run_id 'r001'"]),
+        (lambda d: edit_csv(d / "workloads.csv", 2, "split", "train"), ["workloads.csv", "column 'split'", "row 2"]),
+        (lambda d: edit_csv(d / "workloads.csv", 1, "model_type", "seq2seq"), ["workloads.csv", "column 'model_type'", "row 1"]),
+    ],
+    ids=[
+        "missing-file", "malformed-json", "schema-version", "source", "freq-table", "missing-column",
+        "wrong-type", "non-integer", "nan-energy", "empty-time", "negative-energy", "status",
+        "unknown-workload", "freq-not-in-table", "duplicate-run-id", "split", "model-type",
+    ],
+)
+def test_bad_input_names_file_column_row(example: Path, mutate, expected, capsys):
+    mutate(example)
+    with pytest.raises(DatasetError) as info:
+        load_dataset(example)
+    message = str(info.value)
+    for part in expected:
+        assert part in message, f"{part!r} not in {message!r}"
+    assert "\n" not in message
+    # the CLI prints exactly that line and exits 2, no traceback
+    assert main(["validate", str(example)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_failed_runs_may_have_empty_measurements(example: Path):
+    ds = load_dataset(example)
+    failed = ds.runs[ds.runs["status"] == "failed"]
+    assert failed["time_s"].isna().all() and failed["energy_j"].isna().all()
+
+
+def test_energy_may_be_empty_when_not_measured(example: Path):
+    edit_csv(example / "runs.csv", 1, "energy_j", "")
+    with pytest.raises(DatasetError):
+        load_dataset(example)
+    edit_meta(example, energy_measured=False)
+    assert load_dataset(example).runs["energy_j"].isna().sum() == 2
+
+
+def test_maxn_baseline_requires_maxn_runs(example: Path):
+    runs = pd.read_csv(example / "runs.csv", dtype=str, keep_default_na=False)
+    runs[runs["policy"] != "maxn"].to_csv(example / "runs.csv", index=False)
+    with pytest.raises(DatasetError, match="baseline is 'maxn' but runs.csv has no policy=maxn run"):
+        load_dataset(example)
+    edit_meta(example, baseline="fmax")
+    assert load_dataset(example).baseline == "fmax"
+
+
+def test_steps_must_reference_known_runs(example: Path):
+    (example / "steps.csv").write_text("run_id,step,time_s,energy_j\nr001,0,0.5,3.1\nzzz,0,0.5,3.0\n")
+    with pytest.raises(DatasetError, match=r"steps.csv: column 'run_id', row 2 \(line 3\)"):
+        load_dataset(example)
+
+
+def test_write_dataset_round_trip(tmp_path: Path):
+    src = load_dataset(EXAMPLE)
+    out = write_dataset(tmp_path / "copy", src.meta, src.workloads, src.runs)
+    assert out.summary_line() == src.summary_line()
+    pd.testing.assert_frame_equal(out.runs[list(RUN_COLUMNS)], src.runs[list(RUN_COLUMNS)])
+    # byte-identical when written twice
+    first = (tmp_path / "copy" / "runs.csv").read_bytes()
+    write_dataset(tmp_path / "copy", src.meta, src.workloads, src.runs)
+    assert (tmp_path / "copy" / "runs.csv").read_bytes() == first
+
+
+def test_atomic_write_never_leaves_half_a_file(tmp_path: Path, monkeypatch):
+    target = tmp_path / "runs.csv"
+    atomic_write_text(target, "old\n")
+
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_text(target, "new contents that never land\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["runs.csv"]  # temp file cleaned up
+
+
+def test_cli_validate_ok_subprocess():
+    proc = subprocess.run([sys.executable, "-m", "dvfslab", "validate", str(EXAMPLE)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok: 3 workloads, 10 runs (measured)"
+
+
+def test_cli_validate_not_a_directory(tmp_path: Path, capsys):
+    assert main(["validate", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
