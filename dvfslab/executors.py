@@ -1,0 +1,290 @@
+"""How one sweep run executes on a board, and how the board is brought back between runs.
+
+An executor is anything with ``run(spec, backend, sampler) -> dict`` returning the measured
+columns of one ``runs.csv`` row (``time_s``, ``energy_j``, ``energy_gpu_j``, ``energy_cpu_j``,
+``avg_power_w``, ``peak_power_w``, ``gpu_util_pct``, ``mean_gpu_freq_mhz``, ``steps``,
+``eval_metric``; anything else goes to the run's JSON record). The sweep has already set the
+clocks (a locked level, or the board's default governor for MAXN) and started ``sampler``;
+the executor does ``spec.warmup_steps`` of warm-up, then measures ``spec.steps`` inside one
+sampler window. Optional attributes: ``threaded_sampler`` (False when the executor drives
+``sampler.sample_once`` itself, as the simulated board does on its virtual clock) and
+``wait(backend, sampler, seconds)`` (how to let board time pass: ``time.sleep`` on hardware,
+advancing the virtual clock on the twin).
+
+Executors here: :class:`FinetuneExecutor` (the Hugging Face harness on a Jetson or NVML GPU),
+:class:`SimExecutor` (the digital twin) and :class:`SleepExecutor` (for tests only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .backends.base import Backend, DvfsError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .energy import Measurement
+    from .power import PowerSampler
+    from .sweep import RunSpec
+
+FIXED, MAXN = "fixed", "maxn"
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs one planned run on a backend whose clocks the sweep has already set."""
+
+    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> Mapping[str, Any]:
+        ...
+
+
+class BaseExecutor:
+    """Defaults for executors on real hardware: a threaded sampler, real-time waiting."""
+
+    threaded_sampler: bool = True
+
+    def wait(self, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
+        """Let ``seconds`` of board time pass (the sampler thread keeps sampling)."""
+        if seconds > 0:
+            time.sleep(seconds)
+
+    def describe(self) -> dict:
+        """Settings recorded in ``meta.json`` (public attributes with plain values)."""
+        plain = (str, int, float, bool, type(None), list, tuple)
+        return {"class": f"{type(self).__module__}:{type(self).__qualname__}",
+                **{k: v for k, v in vars(self).items() if not k.startswith("_") and isinstance(v, plain)}}
+
+    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
+        raise NotImplementedError
+
+
+def describe_executor(executor: Executor) -> dict:
+    if hasattr(executor, "describe"):
+        return dict(executor.describe())
+    return {"class": f"{type(executor).__module__}:{type(executor).__qualname__}"}
+
+
+def wait(executor: Executor, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
+    """Let board time pass the executor's way (real sleep by default)."""
+    if hasattr(executor, "wait"):
+        executor.wait(backend, sampler, seconds)
+    elif seconds > 0:
+        time.sleep(seconds)
+
+
+def load_executor(target: str, options: Mapping[str, Any] | None = None) -> Executor:
+    """``"package.module:ClassName"`` -> ``ClassName(**options)`` (the CLI's ``--executor``)."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise DvfsError(f"executor {target!r} must look like 'package.module:ClassName'")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise DvfsError(f"cannot load executor {target!r}: {err}") from None
+    try:
+        return cls(**dict(options or {}))
+    except TypeError as err:
+        raise DvfsError(f"executor {target!r} rejected its options {dict(options or {})}: {err}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling and rows
+# --------------------------------------------------------------------------------------------
+
+
+def make_sampler(backend: Backend, executor: Executor) -> PowerSampler | None:
+    """A fresh sampler on the backend's reader and clock (None without a power reader)."""
+    if backend.power is None:
+        return None
+    from .power import PowerSampler
+
+    return PowerSampler(backend.power, clock=backend.clock,
+                        threaded=getattr(executor, "threaded_sampler", True))
+
+
+@contextlib.contextmanager
+def sampler_running(sampler: PowerSampler | None) -> Iterator[PowerSampler | None]:
+    """Start the sampler (if any) for the block and always stop it."""
+    if sampler is None:
+        yield None
+        return
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def _rail_energy(by_rail: Mapping[str, float], rails: Sequence[str], want: str, other: str) -> float | None:
+    picked = [r for r in rails if want in r.upper() and other not in r.upper()]
+    return float(sum(by_rail[r] for r in picked)) if picked else None
+
+
+def measurement_row(m: Measurement, total_rails: Sequence[str], steps: int,
+                    eval_metric: float | None = None) -> dict:
+    """Measured ``runs.csv`` columns from a sampler window.
+
+    ``energy_gpu_j``/``energy_cpu_j`` sum the total rails named like GPU / CPU (``VDD_GPU_SOC``,
+    ``VDD_CPU_CV`` on AGX Orin); a rail named like both (Orin NX ``VDD_CPU_GPU_CV``) is in
+    neither, which leaves the split empty rather than wrong.
+    """
+    return {"time_s": m.time_s, "energy_j": m.energy_j,
+            "energy_gpu_j": _rail_energy(m.energy_by_rail_j, total_rails, "GPU", "CPU"),
+            "energy_cpu_j": _rail_energy(m.energy_by_rail_j, total_rails, "CPU", "GPU"),
+            "avg_power_w": m.avg_power_w, "peak_power_w": m.peak_power_w,
+            "gpu_util_pct": m.gpu_util_pct, "mean_gpu_freq_mhz": m.gpu_freq_mhz,
+            "steps": steps, "eval_metric": eval_metric,
+            "n_samples": m.n_samples, "n_lost": m.n_lost, "sample_rate_hz": m.rate_hz}
+
+
+# --------------------------------------------------------------------------------------------
+# Between runs: clocks, cool-down, idle power
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    """Settings of the pause before each run, in board seconds (virtual on the twin).
+
+    The pause ends when the GPU temperature is under ``max_temp_c``; on a board without a
+    readable GPU temperature (or with ``max_temp_c=None``), when the CPU+GPU power over one
+    ``poll_s`` window is within ``idle_power_tol`` (relative) of the idle power measured at
+    the start of the session. ``timeout_s`` bounds the pause; the run then goes ahead and its
+    record says ``timed_out``. ``idle_measure_s`` is the length of that idle measurement.
+    """
+
+    max_temp_c: float | None = 50.0
+    idle_power_tol: float = 0.15
+    timeout_s: float = 300.0
+    poll_s: float = 5.0
+    min_s: float = 0.0
+    idle_measure_s: float = 10.0
+
+
+def gpu_temperature_c(backend: Backend) -> float | None:
+    """The GPU temperature (``gpu-thermal`` zone, else the first zone named like ``gpu``)."""
+    if backend.telemetry is None:
+        return None
+    try:
+        temps = backend.telemetry.temperatures_c()
+    except (DvfsError, OSError):
+        return None
+    for key in ("gpu-thermal", *sorted(k for k in temps if "gpu" in k.lower())):
+        value = temps.get(key)
+        if value is not None and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def _window_power_w(executor: Executor, backend: Backend, sampler: PowerSampler, seconds: float,
+                    name: str) -> float:
+    sampler.begin_window(name)
+    try:
+        wait(executor, backend, sampler, seconds)
+    finally:
+        m = sampler.end_window(name)
+    return m.avg_power_w
+
+
+def cool_down(backend: Backend, executor: Executor, sampler: PowerSampler | None,
+              settings: Cooldown, idle_power_w: float | None) -> dict:
+    """Wait until the board is cool (or idle); return what was waited and observed."""
+    t0 = backend.clock()
+    wait(executor, backend, sampler, settings.min_s)
+    power_w = temp_c = None
+    while True:
+        temp_c = gpu_temperature_c(backend) if settings.max_temp_c is not None else None
+        by_power = temp_c is None and sampler is not None and idle_power_w is not None
+        if by_power:
+            power_w = _window_power_w(executor, backend, sampler, settings.poll_s, "__cooldown__")
+        if temp_c is not None:
+            cool = temp_c < settings.max_temp_c
+        elif by_power:
+            cool = power_w <= idle_power_w * (1.0 + settings.idle_power_tol)
+        else:
+            cool = True  # nothing to watch: only min_s applies
+        waited_s = backend.clock() - t0
+        if cool or waited_s >= settings.timeout_s:
+            return {"waited_s": waited_s, "gpu_temp_c": temp_c, "power_w": power_w,
+                    "criterion": "temperature" if temp_c is not None else ("power" if by_power else "none"),
+                    "timed_out": not cool}
+        if not by_power:
+            wait(executor, backend, sampler, min(settings.poll_s, settings.timeout_s - waited_s))
+
+
+def measure_idle_power_w(backend: Backend, executor: Executor, sampler: PowerSampler | None,
+                         seconds: float) -> float | None:
+    """Mean CPU+GPU power (W) of the idle board over ``seconds`` (None without a reader)."""
+    if sampler is None or seconds <= 0:
+        return None
+    return _window_power_w(executor, backend, sampler, seconds, "__idle__")
+
+
+def set_policy(backend: Backend, spec: RunSpec) -> None:
+    """Lock the level of a fixed run, or give the board its default governor for a MAXN run."""
+    if backend.clocks is None:
+        if spec.policy == FIXED:
+            raise DvfsError(f"backend {backend.name!r} has no clock control; it cannot run {spec.level_label}")
+        return
+    if spec.policy == MAXN:
+        backend.clocks.reset()
+    else:
+        backend.clocks.lock(spec.freq_mhz)
+
+
+def reset_clocks(backend: Backend) -> None:
+    """Give the clocks back (no-op without clock control)."""
+    if backend.clocks is not None:
+        backend.clocks.reset()
+
+
+def repair_clocks(backend: Backend) -> dict | None:
+    """Restore clocks a killed process left pinned (the backend's state file), then reset.
+
+    Backends that persist their originals (Jetson: ``restore_saved``) get them back here, so
+    that a resumed sweep's idle measurement and MAXN runs see the board's own governor.
+    """
+    restore = getattr(backend.clocks, "restore_saved", None)
+    saved = restore() if callable(restore) else None
+    reset_clocks(backend)
+    return None if saved is None else {"restored_from_state_file": repr(saved)}
+
+
+# --------------------------------------------------------------------------------------------
+# Executors
+# --------------------------------------------------------------------------------------------
+
+
+class SleepExecutor(BaseExecutor):
+    """FOR TESTS: each run waits ``warmup_s`` then measures a ``seconds`` long window.
+
+    Nothing is trained: the row holds the time and the energy the sampler measured while
+    waiting (on a fake sysfs tree, the fake rails). Runs whose id matches the regular
+    expression ``fail`` raise ``RuntimeError`` (to test failure records).
+    """
+
+    def __init__(self, seconds: float = 0.05, warmup_s: float = 0.0, fail: str | None = None):
+        self.seconds = float(seconds)
+        self.warmup_s = float(warmup_s)
+        self.fail = fail
+
+    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
+        self.wait(backend, sampler, self.warmup_s)
+        if self.fail and re.search(self.fail, spec.run_id):
+            raise RuntimeError(f"SleepExecutor: injected failure for {spec.run_id}")
+        if sampler is None:
+            t0 = backend.clock()
+            self.wait(backend, sampler, self.seconds)
+            return {"time_s": backend.clock() - t0, "steps": spec.steps}
+        sampler.begin_window(spec.run_id)
+        try:
+            self.wait(backend, sampler, self.seconds)
+        finally:
+            m = sampler.end_window(spec.run_id)
+        return measurement_row(m, sampler.total_rails, spec.steps)
