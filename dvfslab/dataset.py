@@ -165,7 +165,10 @@ def _read_meta(path: Path) -> dict:
     if meta["baseline"] not in BASELINES:
         raise DatasetError(path, f"baseline {meta['baseline']!r} is not one of {', '.join(BASELINES)}")
     table = meta["freq_table_mhz"]
-    if (not isinstance(table, list) or not table
+    # a dataset recorded without clock control (meta "clock_control": false, e.g. a
+    # `dvfslab finetune --backend none` run) has no levels to list
+    empty_ok = meta.get("clock_control") is False
+    if (not isinstance(table, list) or (not table and not empty_ok)
             or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in table)):
         raise DatasetError(path, "freq_table_mhz must be a non-empty list of positive numbers (MHz)")
     return meta
