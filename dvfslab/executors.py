@@ -287,4 +287,57 @@ class SleepExecutor(BaseExecutor):
             self.wait(backend, sampler, self.seconds)
         finally:
             m = sampler.end_window(spec.run_id)
-        return measurement_row(m, sampler.total_rails, spec.steps)
+        row = measurement_row(m, sampler.total_rails, spec.steps)
+        if backend.clocks is not None:  # what the clocks were during the run, for the tests
+            st = backend.clocks.state()
+            row["clock_state"] = {"min_freq_mhz": st.min_freq_mhz, "max_freq_mhz": st.max_freq_mhz,
+                                  "governor": st.governor}
+        return row
+
+
+class FinetuneExecutor(BaseExecutor):
+    """The Hugging Face fine-tuning harness (:func:`dvfslab.finetune.finetune`) on a real GPU.
+
+    A workload ``model/task`` trains ``spec.warmup_steps + spec.steps`` optimizer steps; the
+    harness's callback measures the last ``spec.steps`` in the sweep's sampler. The same
+    ``seed`` for every repetition: repetitions repeat the same computation, so their spread
+    is measurement noise. ``batch_size`` / ``max_seq_len`` default to the catalog's values
+    for the workload (else 32 / 128); other keyword arguments go to ``finetune``.
+    """
+
+    def __init__(self, batch_size: int | None = None, max_seq_len: int | None = None, seed: int = 0,
+                 **finetune_kwargs):
+        self.batch_size = batch_size
+        self.max_seq_len = max_seq_len
+        self.seed = seed
+        self.finetune_kwargs = dict(finetune_kwargs)
+
+    def describe(self) -> dict:
+        return {**super().describe(), **{k: v for k, v in self.finetune_kwargs.items()
+                                         if isinstance(v, (str, int, float, bool, type(None)))}}
+
+    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
+        from .finetune import finetune
+        from .sweep import workload_table
+
+        model, _, task = spec.workload_id.partition("/")
+        known = workload_table([spec.workload_id]).iloc[0]
+        batch = self.batch_size or _int_or(known["batch_size"], 32)
+        seq = self.max_seq_len or _int_or(known["max_seq_len"], 128)
+        kwargs = {"progress": False, "save_samples": False, "record_steps": False,
+                  "split": known["split"], **self.finetune_kwargs}
+        res = finetune(model, task, backend=backend, freq_mhz=spec.freq_mhz, policy=spec.policy,
+                       steps=spec.steps + spec.warmup_steps, warmup_steps=spec.warmup_steps,
+                       batch_size=batch, max_seq_len=seq, seed=self.seed, sampler=sampler, **kwargs)
+        row = {k: res.run.get(k) for k in ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w",
+                                           "peak_power_w", "gpu_util_pct", "mean_gpu_freq_mhz", "steps",
+                                           "eval_metric")}
+        return {**row, "workload": res.workload, "metrics": res.metrics,
+                "train_loss": res.run.get("train_loss"), "eval_metric_name": res.run.get("eval_metric_name")}
+
+
+def _int_or(value, default: int) -> int:
+    try:
+        return int(value) if value is not None and not math.isnan(float(value)) else default
+    except (TypeError, ValueError):
+        return default

@@ -257,6 +257,8 @@ class SweepStore:
             self.root.mkdir(parents=True, exist_ok=True)
             atomic_write_json(plan_path, plan.to_json())
         self.runs_dir.mkdir(exist_ok=True)
+        for tmp in [*self.root.glob(".*.tmp"), *self.runs_dir.glob(".*.tmp")]:
+            tmp.unlink(missing_ok=True)  # left by an atomic write a crash interrupted
         wanted = {r.run_id for r in plan.runs}
         for path in sorted(self.runs_dir.glob("*.json")):
             rec = _read_json(path)
@@ -285,7 +287,7 @@ class SweepStore:
         """Rewrite ``runs.csv`` then ``meta.json`` (each atomically) so the directory always validates."""
         runs = self.runs_frame(plan)
         meta["baseline"] = MAXN if (runs["policy"] == MAXN).any() else "fmax"
-        atomic_write_csv(self.root / "workloads.csv", workloads, WORKLOAD_COLUMNS)
+        atomic_write_csv(self.root / "workloads.csv", merge_workloads(workloads, self.records), WORKLOAD_COLUMNS)
         atomic_write_csv(self.root / "runs.csv", runs, ROW_COLUMNS)
         atomic_write_json(self.root / "meta.json", meta)
 
@@ -617,11 +619,61 @@ def _check_levels(plan: SweepPlan, backend: Backend) -> None:
         check_level(f, levels)
 
 
-def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
-    """``workloads.csv`` rows for catalog ids (``dvfslab.workloads``)."""
-    from .workloads import workload_rows
+CHARACTERIZATION_TASKS = ("sst2", "qnli", "mrpc")  # the paper's; the other GLUE tasks are unseen
 
-    return pd.DataFrame(workload_rows(list(workload_ids)), columns=list(WORKLOAD_COLUMNS))
+
+def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
+    """``workloads.csv`` rows: from the catalog (:mod:`dvfslab.workloads`) when it knows the id,
+    else the minimum the id tells (model, task, split by task). Executors may refine a row
+    by returning a ``workload`` dict (the fine-tuning harness measures ``avg_seq_len``)."""
+    rows = []
+    for wid in workload_ids:
+        row = _catalog_row(wid)
+        if row is None:
+            model, _, task = wid.partition("/")
+            row = {"workload_id": wid, "model": model, "task": task or model,
+                   "split": "characterization" if task in CHARACTERIZATION_TASKS else "evaluation"}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(WORKLOAD_COLUMNS))
+
+
+def _catalog_row(workload_id: str) -> dict | None:
+    return None
+
+
+WORKLOAD_GROUPS = ("all", "characterization", "evaluation")
+
+
+def resolve_workloads(tokens: Sequence[str]) -> list[str]:
+    """Expand ``all`` / ``characterization`` / ``evaluation`` (catalog groups); keep other ids."""
+    out: list[str] = []
+    for tok in tokens:
+        if tok in WORKLOAD_GROUPS:
+            out += _catalog_group(tok)
+        elif "/" not in tok:
+            raise SweepError(f"workload {tok!r} is not an id like 'bert-base/sst2' nor one of "
+                             f"{', '.join(WORKLOAD_GROUPS)}")
+        else:
+            out.append(tok)
+    return list(dict.fromkeys(out))
+
+
+def _catalog_group(group: str) -> list[str]:
+    raise SweepError(f"--workloads {group}: the workload catalog is not available")
+
+
+def merge_workloads(table: pd.DataFrame, records: Mapping[str, dict]) -> pd.DataFrame:
+    """The workloads table with the rows executors reported (``extras["workload"]``) applied."""
+    table = table.copy()
+    index = {w: i for i, w in enumerate(table["workload_id"])}
+    for rec in records.values():
+        reported = rec.get("extras", {}).get("workload")
+        if isinstance(reported, Mapping) and reported.get("workload_id") in index:
+            i = index[reported["workload_id"]]
+            for col in WORKLOAD_COLUMNS:
+                if reported.get(col) is not None:
+                    table.loc[table.index[i], col] = reported[col]
+    return table
 
 
 def _plain(obj):

@@ -1,0 +1,142 @@
+"""Crash safety of ``dvfslab sweep`` as a real process on a fake Jetson tree.
+
+The sweep runs in a sub-process (``python -m dvfslab sweep``) against a fake AGX Orin sysfs
+tree whose devfreq rules the sub-process emulates (``DVFSLAB_FAKE_KERNEL=1``), with the
+test-only ``SleepExecutor`` (each run waits a little, its energy is what the sampler reads
+from the fake INA3221 rails). It is SIGKILLed at seeded random points, once while the GPU is
+verifiably pinned, then resumed: the dataset must hold every planned run exactly once,
+validate, and the fake clocks must be back where they started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dvfslab.dataset import load_dataset
+from dvfslab.sweep import make_plan
+from dvfslab.testing.fake_sysfs import build_board
+
+WORKLOADS = ["bert-small/sst2", "pythia-70m/mrpc"]
+FREQS = ["306", "612", "1300.5"]
+FAIL = "pythia-70m--mrpc__f612__r1"
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = dict(os.environ, DVFSLAB_FAKE_KERNEL="1", DVFSLAB_STATE_DIR=str(tmp_path / "state"),
+             DVFSLAB_LOCK_DIR=str(tmp_path / "locks"), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    e["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), e.get("PYTHONPATH", "")])
+    return e
+
+
+def sweep_cmd(root: Path, out: Path, *extra: str, seconds: float = 0.15) -> list[str]:
+    return [sys.executable, "-m", "dvfslab", "sweep", "--backend", "jetson", "--sysfs-root", str(root),
+            "--out", str(out), "--workloads", *WORKLOADS, "--freqs", *FREQS, "--reps", "2",
+            "--order", "shuffled", "--seed", "5", "--executor", "dvfslab.executors:SleepExecutor",
+            "--executor-opt", f"seconds={seconds}", "--idle-s", "0.05", "--cooldown-poll-s", "0.05",
+            "--no-progress", *extra]
+
+
+def clock_files(board) -> dict:
+    """The fake devfreq state; retried because the fake tree's files are rewritten in place."""
+    for _ in range(100):
+        try:
+            return board.state()
+        except ValueError:  # read while the sub-process was rewriting the file
+            time.sleep(0.005)
+    return board.state()
+
+
+def pinned(board) -> bool:
+    st = clock_files(board)
+    return st["min_freq_hz"] == st["max_freq_hz"] == st["cur_freq_hz"]
+
+
+def n_done(out: Path) -> int:
+    return len(list((out / "runs").glob("*.json"))) if (out / "runs").is_dir() else 0
+
+
+def wait_until(pred, timeout_s: float = 60.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"sweep exited early with {proc.returncode}: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the sweep")
+        time.sleep(0.01)
+
+
+def test_sigkill_at_random_points_then_resume_gives_every_run_once(tmp_path, env):
+    board = build_board(tmp_path / "root", "agx-orin-jp6")
+    original = board.state()
+    out = tmp_path / "out"
+    cmd = sweep_cmd(board.root, out, "--resume", "--executor-opt", f"fail={FAIL}", seconds=0.25)
+    rng = random.Random(20261202)
+    kills = pinned_kills = 0
+    while kills < 4 and n_done(out) < 14:
+        before = n_done(out)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if kills == 0:  # once while the GPU is verifiably pinned at a level
+            wait_until(lambda: pinned(board), proc=proc)
+            time.sleep(0.03)
+        else:  # else at a random moment after the next commit (away from the fake's clock writes,
+            # which, unlike real sysfs attributes, a kill could leave half-written)
+            wait_until(lambda b=before: n_done(out) > b, proc=proc)
+            time.sleep(rng.uniform(0.03, 0.25))
+        proc.kill()
+        proc.communicate()
+        kills += 1
+        if pinned(board):
+            pinned_kills += 1
+            assert list((tmp_path / "state").glob("gpu-clocks-*.json")), "pinned without a state file"
+    assert kills == 4 and pinned_kills >= 1
+
+    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert final.returncode == 1, final.stderr  # 1: finished, with the injected failed run
+    ds = load_dataset(out)
+    plan = make_plan(WORKLOADS, [float(f) for f in FREQS], reps=2, order="shuffled", seed=5)
+    assert sorted(ds.runs["run_id"]) == sorted(r.run_id for r in plan.runs)
+    assert ds.runs["run_id"].is_unique and len(ds.runs) == 16
+    status = ds.runs.set_index("run_id")["status"]
+    assert status[FAIL] == "failed" and (status.drop(FAIL) == "ok").all()
+    assert clock_files(board) == original
+    assert not list((tmp_path / "state").glob("gpu-clocks-*.json"))
+    # every MAXN run saw the board's own range, even right after a kill that left it pinned
+    for path in (out / "runs").glob("*__maxn__*.json"):
+        clocks = json.loads(path.read_text())["extras"]["clock_state"]
+        assert clocks["min_freq_mhz"] == 306.0 and clocks["max_freq_mhz"] == 1300.5, path.name
+    sessions = ds.meta["sweep"]["sessions"]
+    assert len(sessions) == kills + 1
+    assert any(s.get("clock_repair") for s in sessions[1:])  # a start repaired a pinned board
+
+
+def test_lock_refuses_a_second_sweep_on_the_same_output_or_board(tmp_path, env):
+    board = build_board(tmp_path / "root", "agx-orin-jp6")
+    out = tmp_path / "out"
+    first = subprocess.Popen(sweep_cmd(board.root, out, seconds=5.0), env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (out / ".sweep.lock").exists() and (out / "plan.json").exists(), proc=first)
+        holder = json.loads((out / ".sweep.lock").read_text())
+        assert holder["pid"] == first.pid
+        same_out = subprocess.run(sweep_cmd(board.root, out, "--resume"), env=env, capture_output=True,
+                                  text=True, timeout=60)
+        assert same_out.returncode == 2 and f"another sweep (pid {first.pid}" in same_out.stderr
+        other_out = subprocess.run(sweep_cmd(board.root, tmp_path / "out2"), env=env, capture_output=True,
+                                   text=True, timeout=60)
+        assert other_out.returncode == 2 and "holds this board" in other_out.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=30)
+    assert first.returncode == 130, err  # SIGTERM: interrupted cleanly
+    assert not (out / ".sweep.lock").exists()
+    assert clock_files(board)["min_freq_hz"] == 306_000_000 and clock_files(board)["max_freq_hz"] == 1_300_500_000
