@@ -1,0 +1,7 @@
+"""Faithful fakes of Jetson sysfs trees and of ``pynvml``, for tests and demos without hardware.
+
+* :mod:`dvfslab.testing.fake_sysfs`: ``build_board(root, profile)`` writes a JetPack-like
+  file tree (devfreq, INA3221 rails, load, thermal zones, nvpmodel) and ``FakeKernelIO``
+  applies the kernel's devfreq rules to writes.
+* :mod:`dvfslab.testing.fake_pynvml`: a module to put in ``sys.modules["pynvml"]``.
+"""

@@ -1,0 +1,361 @@
+"""Fake Jetson sysfs trees, built in a temporary directory from board profiles.
+
+``build_board(root, "agx-orin-jp6")`` writes the files a JetPack 6 AGX Orin exposes (layouts
+from docs/HARDWARE.md): the GPU devfreq node and its ``sys/class/devfreq`` link, a distractor
+devfreq node, INA3221 hwmon (or JetPack 4 iio) rails, the GPU load, thermal zones, the
+device-tree model, ``etc/nv_tegra_release`` and an ``nvpmodel`` script answering ``-q``.
+
+A file tree cannot react to writes, so the kernel's rules live in :class:`FakeKernelIO`, a
+:class:`~dvfslab.backends.jetson_sysfs.SysfsIO` that performs the same file writes and then
+applies them: a write making ``min_freq > max_freq`` fails with EINVAL, ``max_freq`` is
+capped by the power mode, ``cur_freq`` follows min/max (and a thermal cap), and a file
+without write bits refuses writes with EACCES even for root (as for an unprivileged user).
+The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json`` so a
+``dvfslab`` sub-process run with ``DVFSLAB_FAKE_KERNEL=1`` sees the same kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..backends.jetson_sysfs import SysfsIO
+
+KERNEL_FILE = ".fake_kernel.json"
+ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,
+                  1020000000, 1122000000, 1224000000, 1300500000)
+XAVIER_LEVELS_HZ = (114750000, 216750000, 318750000, 420750000, 522750000, 624750000, 675750000,
+                    828750000, 905250000, 1032750000, 1198500000, 1236750000, 1338750000, 1377000000)
+ORIN_NX_LEVELS_HZ = ORIN_LEVELS_HZ[:7]  # 306 ... 918 MHz (Orin NX 16GB)
+GOVERNORS = "nvhost_podgov userspace performance simple_ondemand"
+ORIN_THERMAL = ("cpu-thermal", "gpu-thermal", "cv0-thermal", "cv1-thermal", "cv2-thermal",
+                "soc0-thermal", "soc1-thermal", "soc2-thermal", "tj-thermal", "tboard-thermal",
+                "tdiode-thermal")
+XAVIER_THERMAL = ("CPU-therm", "GPU-therm", "AUX-therm", "AO-therm", "PMIC-Die", "Tboard_tegra",
+                  "Tdiode_tegra", "thermal-fan-est")
+AGX_ORIN_MODES = {0: ("MAXN", 1300500000), 1: ("MODE_15W", 408000000),
+                  2: ("MODE_30W", 612000000), 3: ("MODE_50W", 816000000)}
+ORIN_HWMON = {"1-0040": ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"), "1-0041": (None, "VDDQ_VDD2_1V8AO", None)}
+
+
+@dataclass(frozen=True)
+class BoardProfile:
+    """What one fake board looks like. ``rails``: i2c address -> channel labels (``None`` = unlabeled)."""
+
+    name: str
+    model: str
+    l4t: str  # first line of etc/nv_tegra_release
+    device_dir: str  # GPU platform device, root-relative
+    node_name: str  # devfreq node name, e.g. 17000000.gpu
+    of_node_name: str
+    levels_hz: tuple[int, ...]
+    load_rel: str  # GPU load file
+    rails: dict = field(default_factory=dict)
+    rail_kind: str = "hwmon"  # or "iio" (JetPack 4)
+    hwmon_index: int = 1
+    update_interval_ms: int | None = None
+    thermal: tuple[str, ...] = ORIN_THERMAL
+    power_modes: dict = field(default_factory=dict)  # id -> (name, gpu cap Hz)
+    power_mode: int | None = 0
+    nvpmodel: bool = True
+    governor: str = "nvhost_podgov"
+    rail_power_mw: dict = field(default_factory=dict)
+
+
+def _orin(name: str, jp: int, **kw) -> BoardProfile:
+    jp6 = jp == 6
+    base = dict(
+        name=name, model="NVIDIA Jetson AGX Orin Developer Kit",
+        l4t="# R36 (release), REVISION: 3.0, GCID: 36191598, BOARD: generic, EABI: aarch64" if jp6
+        else "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64",
+        device_dir="sys/devices/platform/bus@0/17000000.gpu" if jp6 else "sys/devices/17000000.ga10b",
+        node_name="17000000.gpu" if jp6 else "17000000.ga10b", of_node_name="gpu" if jp6 else "ga10b",
+        levels_hz=ORIN_LEVELS_HZ,
+        load_rel="sys/devices/platform/bus@0/17000000.gpu/load" if jp6 else "sys/devices/gpu.0/load",
+        rails=ORIN_HWMON, hwmon_index=1 if jp6 else 3, update_interval_ms=140 if jp6 else None,
+        power_modes=AGX_ORIN_MODES,
+        rail_power_mw={"VDD_GPU_SOC": 3200.0, "VDD_CPU_CV": 800.0, "VIN_SYS_5V0": 3600.0, "VDDQ_VDD2_1V8AO": 450.0},
+    )
+    base.update(kw)
+    return BoardProfile(**base)
+
+
+XAVIER_RAILS = {"1-0040": ("GPU", "CPU", "SOC"), "1-0041": ("CV", "VDDRQ", "SYS5V")}
+XAVIER_BASE = dict(
+    model="Jetson-AGX", device_dir="sys/devices/17000000.gv11b", node_name="17000000.gv11b",
+    of_node_name="gv11b", levels_hz=XAVIER_LEVELS_HZ, load_rel="sys/devices/gpu.0/load",
+    rails=XAVIER_RAILS, thermal=XAVIER_THERMAL, power_modes={0: ("MAXN", XAVIER_LEVELS_HZ[-1])},
+    rail_power_mw={"GPU": 1500.0, "CPU": 700.0, "SOC": 1200.0, "CV": 0.0, "VDDRQ": 300.0, "SYS5V": 2100.0},
+)
+PROFILES: dict[str, BoardProfile] = {
+    "agx-orin-jp5": _orin("agx-orin-jp5", 5),
+    "agx-orin-jp6": _orin("agx-orin-jp6", 6),
+    "orin-nx-jp6": _orin(
+        "orin-nx-jp6", 6, model="NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
+        levels_hz=ORIN_NX_LEVELS_HZ, rails={"1-0040": ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC")},
+        power_modes={0: ("MAXN", ORIN_NX_LEVELS_HZ[-1])}, update_interval_ms=None,
+        rail_power_mw={"VDD_IN": 5200.0, "VDD_CPU_GPU_CV": 1100.0, "VDD_SOC": 1400.0}),
+    "agx-xavier-jp5": BoardProfile(
+        name="agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
+        hwmon_index=2, **XAVIER_BASE),
+    "jp4-iio": BoardProfile(
+        name="jp4-iio", l4t="# R32 (release), REVISION: 7.1, GCID: 29818004, BOARD: t186ref",
+        rail_kind="iio", nvpmodel=True, **XAVIER_BASE),
+}
+
+
+def _write(path: Path, text) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{text}\n")
+
+
+def _link(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def _load_kernel(root: Path) -> dict:
+    return json.loads((root / KERNEL_FILE).read_text())
+
+
+def _save_kernel(root: Path, kernel: dict) -> None:
+    (root / KERNEL_FILE).write_text(json.dumps(kernel, indent=1))
+
+
+def _einval(path: Path, why: str) -> OSError:
+    return OSError(errno.EINVAL, f"{os.strerror(errno.EINVAL)} ({why})", str(path))
+
+
+class FakeKernelIO(SysfsIO):
+    """Real file I/O under ``root`` plus the kernel's devfreq rules (see the module doc)."""
+
+    def writable(self, rel) -> bool:
+        path = self.path(rel)
+        return path.exists() and bool(path.stat().st_mode & 0o222) and super().writable(path)
+
+    def write(self, rel, value) -> None:
+        path = self.path(rel)
+        if path.exists() and not path.stat().st_mode & 0o222:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        real = Path(os.path.realpath(path))
+        kernel = _load_kernel(self.root)
+        dev_rel = os.path.relpath(real.parent, os.path.realpath(self.root))
+        if dev_rel not in kernel["devfreq"] or real.name not in ("min_freq", "max_freq", "governor"):
+            return super().write(path, value)
+        self._devfreq_write(real, str(value).strip(), kernel["devfreq"][dev_rel])
+        update_cur_freq(real.parent, kernel["devfreq"][dev_rel])
+
+    def _devfreq_write(self, path: Path, text: str, rules: dict) -> None:
+        d = path.parent
+        if path.name == "governor":
+            if text not in (d / "available_governors").read_text().split():
+                raise _einval(path, f"unknown governor {text!r}")
+            return super().write(path, text)
+        try:
+            hz = int(text)
+        except ValueError:
+            raise _einval(path, f"not an integer: {text!r}") from None
+        cur_min, cur_max = int((d / "min_freq").read_text()), int((d / "max_freq").read_text())
+        if path.name == "min_freq" and hz > cur_max:
+            raise _einval(path, f"min_freq {hz} > max_freq {cur_max}")
+        if path.name == "max_freq":
+            if hz < cur_min:
+                raise _einval(path, f"max_freq {hz} < min_freq {cur_min}")
+            if rules.get("cap_hz"):
+                hz = min(hz, rules["cap_hz"])
+        super().write(path, hz)
+
+
+def update_cur_freq(d: Path, rules: dict) -> None:
+    """``cur_freq`` after a limit change: clamped to [min, max] (performance: max), then thermal cap."""
+    levels = sorted(int(v) for v in (d / "available_frequencies").read_text().split())
+    lo, hi = int((d / "min_freq").read_text()), int((d / "max_freq").read_text())
+    cur = int((d / "cur_freq").read_text())
+    gov = (d / "governor").read_text().strip() if (d / "governor").exists() else ""
+    cur = hi if gov == "performance" else lo if gov == "powersave" else min(max(cur, lo), hi)
+    if rules.get("throttle_hz"):
+        cur = min(cur, max([f for f in levels if f <= rules["throttle_hz"]] or levels[:1]))
+    _write(d / "cur_freq", cur)
+
+
+@dataclass
+class FakeBoard:
+    """A built fake board: its paths, and knobs to change what the sensors read."""
+
+    root: Path
+    profile: BoardProfile
+    devfreq_dir: Path  # the real devfreq directory
+    devfreq_link: Path  # sys/class/devfreq/<node>
+    device_dir: Path
+    load_path: Path
+    hwmon_dirs: dict[str, Path]  # i2c address -> hwmon (or iio) directory
+    rail_channels: dict[str, tuple[Path, int]]  # rail -> (directory, channel)
+    thermal_dirs: dict[str, Path]
+    nvpmodel_path: Path | None
+
+    @property
+    def devfreq_rel(self) -> str:
+        return os.path.relpath(self.devfreq_dir, self.root)
+
+    def io(self) -> FakeKernelIO:
+        return FakeKernelIO(self.root)
+
+    def state(self) -> dict:
+        """governor and min/max/cur in Hz, as the files say now."""
+        d = self.devfreq_dir
+        out = {k: int((d / k).read_text()) for k in ("min_freq", "max_freq", "cur_freq")}
+        out["governor"] = (d / "governor").read_text().strip()
+        return {"governor": out["governor"], "min_freq_hz": out["min_freq"],
+                "max_freq_hz": out["max_freq"], "cur_freq_hz": out["cur_freq"]}
+
+    def set_rail(self, name: str, power_mw: float | None = None, *, mv: int | None = None,
+                 ma: int | None = None) -> float:
+        """Set one rail by power (at its voltage) or by (mV, mA); return the mW a reader sees."""
+        d, c = self.rail_channels[name]
+        if self.profile.rail_kind == "iio":
+            mw = int(round(power_mw if power_mw is not None else mv * ma / 1000))
+            _write(d / f"in_power{c}_input", mw)
+            return float(mw)
+        mv = int(mv if mv is not None else int((d / f"in{c}_input").read_text()))
+        ma = int(ma if ma is not None else round(power_mw * 1000 / mv))
+        _write(d / f"in{c}_input", mv)
+        _write(d / f"curr{c}_input", ma)
+        return mv * ma / 1000.0
+
+    def set_load(self, pct: float) -> None:
+        _write(self.load_path, int(round(pct * 10)))
+
+    def set_temp(self, zone_type: str, temp_c: float) -> None:
+        _write(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
+
+    def _update_rules(self, **changes) -> dict:
+        kernel = _load_kernel(self.root)
+        rules = kernel["devfreq"][self.devfreq_rel]
+        rules.update(changes)
+        _save_kernel(self.root, kernel)
+        return rules
+
+    def set_power_mode(self, mode_id: int, *, name: str | None = None, gpu_cap_mhz: float | None = None) -> None:
+        """Switch like ``nvpmodel -m``: cap ``max_freq`` (and set it to the cap)."""
+        modes = self.profile.power_modes
+        if gpu_cap_mhz is None and mode_id not in modes:
+            raise ValueError(f"profile {self.profile.name} has no power mode {mode_id}: {sorted(modes)}")
+        mode_name, cap_hz = modes.get(mode_id, (name or f"MODE_{mode_id}", None))
+        cap_hz = int(round(gpu_cap_mhz * 1e6)) if gpu_cap_mhz is not None else cap_hz
+        rules = self._update_rules(cap_hz=cap_hz, mode_id=mode_id, mode_name=name or mode_name)
+        d = self.devfreq_dir
+        if int((d / "min_freq").read_text()) > cap_hz:
+            _write(d / "min_freq", cap_hz)
+        _write(d / "max_freq", cap_hz)
+        update_cur_freq(d, rules)
+        if self.nvpmodel_path is not None:
+            _write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
+
+    def set_throttle(self, freq_mhz: float | None) -> None:
+        """Emulate a thermal cap on ``cur_freq`` (``None`` lifts it)."""
+        rules = self._update_rules(throttle_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
+        update_cur_freq(self.devfreq_dir, rules)
+
+    def make_read_only(self, read_only: bool = True) -> None:
+        """Drop (or give back) the write bits of the GPU clock files."""
+        for name in ("min_freq", "max_freq", "governor"):
+            p = self.devfreq_dir / name
+            p.chmod(0o444 if read_only else 0o644)
+
+
+def _write_nvpmodel(path: Path, mode_id: int, name: str) -> None:
+    _write(path, "#!/bin/sh\n# fake nvpmodel written by dvfslab.testing.fake_sysfs\n"
+           f'if [ "$1" = "-q" ]; then printf "NV Fan Mode:quiet\\nNV Power Mode: {name}\\n{mode_id}\\n"; '
+           'exit 0; fi\necho "fake nvpmodel: only -q is supported" >&2\nexit 1')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, governor: str) -> tuple[Path, Path]:
+    d = device_dir / "devfreq" / node_name
+    _write(d / "available_frequencies", " ".join(str(f) for f in levels_hz))
+    _write(d / "available_governors", GOVERNORS)
+    _write(d / "governor", governor)
+    for name, value in (("min_freq", levels_hz[0]), ("max_freq", levels_hz[-1]),
+                        ("cur_freq", levels_hz[0]), ("target_freq", levels_hz[0])):
+        _write(d / name, value)
+    _link(d / "device", device_dir)
+    link = root / "sys/class/devfreq" / node_name
+    _link(link, d)
+    return d, link
+
+
+def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
+    dirs, channels = {}, {}
+    for i, (addr, labels) in enumerate(sorted(p.rails.items())):
+        if p.rail_kind == "iio":
+            d = root / "sys/bus/i2c/drivers/ina3221x" / addr / f"iio:device{i}"
+            for c, label in enumerate(labels):
+                if label:
+                    _write(d / f"rail_name_{c}", label)
+                    _write(d / f"in_voltage{c}_input", 5000)
+                    _write(d / f"in_current{c}_input", 0)
+                    _write(d / f"in_power{c}_input", 0)
+                    channels[label] = (d, c)
+        else:
+            d = root / "sys/bus/i2c/drivers/ina3221" / addr / "hwmon" / f"hwmon{p.hwmon_index + i}"
+            _write(d / "name", "ina3221")
+            if p.update_interval_ms is not None:
+                _write(d / "update_interval", p.update_interval_ms)
+            for c, label in enumerate(labels, start=1):
+                if label:
+                    _write(d / f"in{c}_label", label)
+                _write(d / f"in{c}_input", 1800 if label and "1V8" in label else 5000)
+                _write(d / f"curr{c}_input", 0)
+                _write(d / f"curr{c}_crit", 5000)
+                channels[label or f"{addr}/in{c}"] = (d, c)
+            _write(d / "in7_label", "sum of shunt voltages")
+            _write(d / "in7_input", 12)
+        dirs[addr] = d
+    return dirs, channels
+
+
+def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overrides) -> FakeBoard:
+    """Write a fake Jetson tree for ``profile`` (see :data:`PROFILES`) under ``root``.
+
+    ``overrides`` replace profile fields (``levels_hz``, ``power_mode``, ``nvpmodel``,
+    ``rail_power_mw`` ...). The GPU starts at governor ``nvhost_podgov``, min = lowest level,
+    max = highest level allowed by the power mode.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown board profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    p = dataclasses.replace(PROFILES[profile], **overrides)
+    root = Path(os.path.realpath(root))
+    device_dir = root / p.device_dir
+    _write(device_dir / "of_node" / "name", p.of_node_name + "\0")
+    devfreq_dir, link = _build_devfreq(root, device_dir, p.node_name, p.levels_hz, p.governor)
+    vic = root / "sys/devices/platform/bus@0/15340000.vic"
+    vic_dir, _ = _build_devfreq(root, vic, "15340000.vic", (115200000, 729600000), "nvhost_podgov")
+    _write(vic / "of_node" / "name", "vic\0")
+    _save_kernel(root, {"profile": p.name, "devfreq": {
+        os.path.relpath(devfreq_dir, root): {"cap_hz": None, "throttle_hz": None},
+        os.path.relpath(vic_dir, root): {"cap_hz": None, "throttle_hz": None}}})
+    load_path = root / p.load_rel
+    _write(load_path, 0)
+    hwmon_dirs, channels = _build_rails(root, p)
+    thermal = {}
+    for i, kind in enumerate(p.thermal):
+        z = root / f"sys/devices/virtual/thermal/thermal_zone{i}"
+        _write(z / "type", kind)
+        _write(z / "temp", -256000 if kind.startswith("cv") else 40000 + 500 * i)
+        _link(root / f"sys/class/thermal/thermal_zone{i}", z)
+        thermal[kind] = z
+    _write(root / "proc/device-tree/model", p.model + "\0")
+    _write(root / "etc/nv_tegra_release", p.l4t)
+    nvp = root / "usr/sbin/nvpmodel" if p.nvpmodel else None
+    board = FakeBoard(root, p, devfreq_dir, link, device_dir, load_path, hwmon_dirs, channels, thermal, nvp)
+    for rail, mw in p.rail_power_mw.items():
+        if rail in channels:
+            board.set_rail(rail, mw)
+    if p.power_mode is not None and p.power_mode in p.power_modes:
+        board.set_power_mode(p.power_mode)
+    return board

@@ -1,0 +1,31 @@
+"""Shared fixtures: fake Jetson boards built in tmp_path, and an isolated clock state dir."""
+
+from __future__ import annotations
+
+import pytest
+
+from dvfslab.testing.fake_sysfs import PROFILES, FakeBoard, build_board
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dvfslab_state(tmp_path_factory, monkeypatch) -> None:
+    """No test writes clock state files to ~/.local/state/dvfslab."""
+    monkeypatch.setenv("DVFSLAB_STATE_DIR", str(tmp_path_factory.mktemp("dvfslab-state")))
+
+
+@pytest.fixture
+def orin_jp6(tmp_path) -> FakeBoard:
+    """A fake JetPack 6 AGX Orin in MAXN (11 levels, 306 ... 1300.5 MHz)."""
+    return build_board(tmp_path / "orin-jp6", "agx-orin-jp6")
+
+
+@pytest.fixture(params=sorted(PROFILES))
+def any_board(request, tmp_path) -> FakeBoard:
+    """Every board profile in turn."""
+    return build_board(tmp_path / request.param, request.param)
+
+
+@pytest.fixture
+def fake_kernel_env(monkeypatch) -> None:
+    """Make ``dvfslab`` (in-process or a sub-process) use the fake kernel on non-/ roots."""
+    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "1")

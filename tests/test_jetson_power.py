@@ -1,0 +1,118 @@
+"""INA3221 rails (hwmon and JetPack 4 iio), GPU load, thermal zones, and open_backend."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from dvfslab.backends import get_backend
+from dvfslab.backends.base import BackendUnavailableError, PowerReader, PowerReadError, Telemetry
+from dvfslab.backends.jetson import JetsonPowerReader, JetsonTelemetry, open_backend
+from dvfslab.testing.fake_sysfs import build_board
+
+RAILS = {
+    "agx-orin-jp5": (("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"), ("VDD_CPU_CV", "VDD_GPU_SOC")),
+    "agx-orin-jp6": (("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"), ("VDD_CPU_CV", "VDD_GPU_SOC")),
+    "orin-nx-jp6": (("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"), ("VDD_CPU_GPU_CV", "VDD_SOC")),
+    "agx-xavier-jp5": (("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"), ("CPU", "GPU")),
+    "jp4-iio": (("GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"), ("CPU", "GPU")),
+}
+
+
+def test_rails_and_total_rails_per_profile(any_board):
+    reader = JetsonPowerReader(any_board.root)
+    assert isinstance(reader, PowerReader)
+    rails, total = RAILS[any_board.profile.name]
+    assert reader.rails == rails  # in7 ("sum of shunt voltages") and unlabeled channels skipped
+    assert reader.total_rails == total
+    expected = {r: any_board.set_rail(r, 1000.0 + 250 * i) for i, r in enumerate(rails)}
+    sample = reader.read()
+    assert dict(sample.power_mw) == expected
+    assert sample.total_mw(reader.total_rails) == sum(expected[r] for r in total)
+    reader.close()
+
+
+def test_hwmon_power_is_millivolts_times_milliamps(orin_jp6):
+    assert orin_jp6.set_rail("VDD_GPU_SOC", mv=4984, ma=3211) == pytest.approx(4984 * 3211 / 1000)
+    with JetsonPowerReader(orin_jp6.root) as reader:
+        assert reader.read().power_mw["VDD_GPU_SOC"] == pytest.approx(16003.624)
+        orin_jp6.set_rail("VDD_GPU_SOC", mv=5000, ma=100)  # kept file descriptors see new values
+        assert reader.read().power_mw["VDD_GPU_SOC"] == 500.0
+
+
+def test_iio_rails_read_milliwatts(tmp_path):
+    board = build_board(tmp_path / "b", "jp4-iio")
+    board.set_rail("GPU", 7321)
+    assert JetsonPowerReader(board.root).read().power_mw["GPU"] == 7321.0
+
+
+def test_update_interval_when_exposed(tmp_path):
+    assert JetsonPowerReader(build_board(tmp_path / "a", "agx-orin-jp6").root).update_interval_s == 0.14
+    assert JetsonPowerReader(build_board(tmp_path / "b", "agx-orin-jp5").root).update_interval_s is None
+
+
+def test_sample_carries_timestamp_load_and_frequency(orin_jp6):
+    be = open_backend(orin_jp6.root, io=orin_jp6.io())
+    orin_jp6.set_load(37.5)
+    be.clocks.lock(714)
+    s1, s2 = be.power.read(), be.power.read()
+    assert s1.gpu_util_pct == 37.5 and s1.gpu_freq_mhz == 714.0
+    assert s1.t_s <= s2.t_s
+    be.close()
+    assert orin_jp6.state()["max_freq_hz"] == 1300500000
+
+
+def test_unreadable_rail_names_the_rail(orin_jp6):
+    (orin_jp6.hwmon_dirs["1-0040"] / "curr2_input").write_text("garbage\n")
+    with pytest.raises(PowerReadError, match="VDD_CPU_CV"):
+        JetsonPowerReader(orin_jp6.root).read()
+
+
+def test_no_rails(orin_jp6):
+    shutil.rmtree(orin_jp6.root / "sys/bus/i2c/drivers/ina3221")
+    with pytest.raises(PowerReadError, match="no INA3221 rails"):
+        JetsonPowerReader(orin_jp6.root)
+    be = open_backend(orin_jp6.root)
+    assert be.power is None and "no INA3221 rails" in be.description["power_error"]
+    assert be.clocks is not None
+
+
+@pytest.mark.parametrize("profile", ["agx-orin-jp5", "agx-orin-jp6", "jp4-iio"])
+def test_gpu_load_per_mille_on_each_layout(tmp_path, profile):
+    board = build_board(tmp_path / profile, profile)
+    tel = open_backend(board.root).telemetry
+    assert isinstance(tel, Telemetry)
+    board.set_load(42.7)
+    assert tel.gpu_load_pct() == pytest.approx(42.7)
+    assert int(board.load_path.read_text()) == 427
+    os.unlink(board.load_path)
+    assert tel.gpu_load_pct() is None
+
+
+def test_temperatures_by_zone_type(orin_jp6):
+    tel = JetsonTelemetry(orin_jp6.root)
+    orin_jp6.set_temp("gpu-thermal", 61.25)
+    temps = tel.temperatures_c()
+    assert temps["gpu-thermal"] == 61.25
+    assert "cv0-thermal" not in temps  # reads -256 C when the CV cluster is off
+    assert set(temps) >= {"cpu-thermal", "tj-thermal", "soc0-thermal"}
+
+
+def test_open_backend_description_and_registry(orin_jp6):
+    orin_jp6.set_power_mode(3)
+    be = get_backend("jetson", sysfs_root=orin_jp6.root)
+    d = be.description
+    assert be.name == "jetson"
+    assert d["board"] == "NVIDIA Jetson AGX Orin Developer Kit"
+    assert d["jetpack"] == "L4T R36.3.0 (JetPack 6)"
+    assert d["power_mode"] == "MODE_50W (id 3)"
+    assert d["levels_mhz"][-1] == 1300.5 and d["clock_writable"] is True
+    assert d["total_rails"] == ["VDD_CPU_CV", "VDD_GPU_SOC"] and d["simulated"] is False
+    assert get_backend("auto", sysfs_root=orin_jp6.root).name == "jetson"
+
+
+def test_not_a_jetson(tmp_path):
+    with pytest.raises(BackendUnavailableError, match="not a Jetson"):
+        open_backend(tmp_path)
