@@ -27,5 +27,5 @@ def any_board(request, tmp_path) -> FakeBoard:
 
 @pytest.fixture
 def fake_kernel_env(monkeypatch) -> None:
-    """Make ``dvfslab`` (in-process or a sub-process) use the fake kernel on non-/ roots."""
+    """Ask for the fake kernel explicitly (also the default for trees made by build_board)."""
     monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "1")

@@ -45,6 +45,18 @@ def test_set_then_restore_acceptance(orin_jp6, capsys, fake_kernel_env):
     assert rc == 0 and "nothing to restore" in out
 
 
+def test_fake_tree_needs_no_env_but_plain_files_cannot_follow(orin_jp6, capsys, monkeypatch):
+    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "0")  # plain files: cur_freq never follows, and that is caught
+    rc, _, err = cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "612")
+    assert rc == 2 and "cur_freq reads back 306 MHz" in err
+    assert limits(orin_jp6) == ORIGINAL
+    monkeypatch.delenv("DVFSLAB_FAKE_KERNEL")  # the tree's marker selects the fake kernel
+    assert cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "612")[0] == 0
+    assert orin_jp6.state()["min_freq_hz"] == orin_jp6.state()["max_freq_hz"] == 612000000
+    assert cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--restore")[0] == 0
+    assert limits(orin_jp6) == ORIGINAL
+
+
 def test_non_level_rejected_on_one_line(orin_jp6, capsys, fake_kernel_env):
     rc, out, err = cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "600")
     assert rc == 2 and out == ""

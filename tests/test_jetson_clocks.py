@@ -25,7 +25,7 @@ from dvfslab.backends.jetson import (
     plan_range_writes,
 )
 from dvfslab.backends.jetson_safety import StateFile, make_saved
-from dvfslab.backends.jetson_sysfs import SysfsIO
+from dvfslab.backends.jetson_sysfs import SysfsIO, default_io
 from dvfslab.testing.fake_sysfs import ORIN_LEVELS_HZ, FakeKernelIO, build_board
 
 ORIGINAL = {"governor": "nvhost_podgov", "min_freq_hz": 306000000, "max_freq_hz": 1300500000}
@@ -111,6 +111,16 @@ def test_fake_kernel_rules(orin_jp6):
     assert not io.writable(d / "max_freq")
     with pytest.raises(PermissionError):
         io.write(d / "max_freq", 306000000)
+
+
+def test_default_io_picks_the_fake_kernel_only_for_marked_fake_trees(orin_jp6, tmp_path, monkeypatch):
+    monkeypatch.delenv("DVFSLAB_FAKE_KERNEL", raising=False)
+    assert type(default_io(orin_jp6.root)) is FakeKernelIO
+    assert type(default_io(tmp_path / "plain")) is SysfsIO
+    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "1")
+    assert type(default_io("/")) is SysfsIO  # never for the real root
+    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "0")
+    assert type(default_io(orin_jp6.root)) is SysfsIO
 
 
 # -- lock / reset ---------------------------------------------------------------------------

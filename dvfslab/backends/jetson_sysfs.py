@@ -6,9 +6,10 @@ Every path is relative to an injectable ``sysfs_root`` (``/`` on a board, a tree
 applies to devfreq writes (``min > max`` rejected, ``max_freq`` capped by the power mode,
 ``cur_freq`` following the limits), which a plain file tree cannot do on its own.
 
-Testing hook: with ``DVFSLAB_FAKE_KERNEL=1`` in the environment and a root other than ``/``,
-:func:`default_io` returns the fake kernel, so that ``dvfslab`` sub-processes in tests see
-the same rules. The variable is ignored for the real root ``/``.
+Testing hook: for a root other than ``/`` that holds the marker ``.fake_kernel.json`` (written
+by ``build_board``), :func:`default_io` returns the fake kernel, so that ``dvfslab`` commands
+and sub-processes run on a fake tree see the same rules. ``DVFSLAB_FAKE_KERNEL=0`` turns this
+off (plain file I/O); nothing of it ever applies to the real root ``/``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .base import ClockPermissionError, DvfsError
 log = logging.getLogger(__name__)
 
 FAKE_KERNEL_ENV = "DVFSLAB_FAKE_KERNEL"
+FAKE_KERNEL_MARKER = ".fake_kernel.json"
 
 
 class SysfsIO:
@@ -70,8 +72,10 @@ class SysfsIO:
 
     def write(self, rel: str | os.PathLike, value: int | str) -> None:
         """Write ``value`` like ``echo value > path`` (truncating, one write call)."""
-        data = f"{value}\n".encode()
-        fd = os.open(self.path(rel), os.O_WRONLY | os.O_TRUNC)
+        self._write_bytes(self.path(rel), f"{value}\n".encode())
+
+    def _write_bytes(self, path: Path, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
         try:
             os.write(fd, data)
         finally:
@@ -79,14 +83,16 @@ class SysfsIO:
 
 
 def default_io(root: str | os.PathLike = "/") -> SysfsIO:
-    """The I/O object for ``root``: real I/O, or the fake kernel when the test hook asks."""
-    if os.environ.get(FAKE_KERNEL_ENV) == "1":
-        if Path(root).absolute() == Path("/"):
+    """The I/O object for ``root``: real I/O, or the fake kernel for a marked fake tree."""
+    root = Path(root).absolute()
+    if root == Path("/"):
+        if os.environ.get(FAKE_KERNEL_ENV) == "1":
             log.warning("%s=1 ignored: the sysfs root is the real '/'", FAKE_KERNEL_ENV)
-        else:
-            from ..testing.fake_sysfs import FakeKernelIO
+        return SysfsIO(root)
+    if os.environ.get(FAKE_KERNEL_ENV) != "0" and (root / FAKE_KERNEL_MARKER).is_file():
+        from ..testing.fake_sysfs import FakeKernelIO
 
-            return FakeKernelIO(root)
+        return FakeKernelIO(root)
     return SysfsIO(root)
 
 

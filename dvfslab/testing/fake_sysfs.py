@@ -10,8 +10,9 @@ A file tree cannot react to writes, so the kernel's rules live in :class:`FakeKe
 applies them: a write making ``min_freq > max_freq`` fails with EINVAL, ``max_freq`` is
 capped by the power mode, ``cur_freq`` follows min/max (and a thermal cap), and a file
 without write bits refuses writes with EACCES even for root (as for an unprivileged user).
-The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json`` so a
-``dvfslab`` sub-process run with ``DVFSLAB_FAKE_KERNEL=1`` sees the same kernel.
+The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json``; that file
+also marks the tree as fake, so ``dvfslab --sysfs-root <root>`` (in-process or a sub-process)
+picks :class:`FakeKernelIO` by itself (``DVFSLAB_FAKE_KERNEL=0`` opts out).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..backends.jetson_sysfs import SysfsIO
+from ..backends.jetson_sysfs import FAKE_KERNEL_MARKER, SysfsIO
 
-KERNEL_FILE = ".fake_kernel.json"
+KERNEL_FILE = FAKE_KERNEL_MARKER
 ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,
                   1020000000, 1122000000, 1224000000, 1300500000)
 XAVIER_LEVELS_HZ = (114750000, 216750000, 318750000, 420750000, 522750000, 624750000, 675750000,
@@ -109,9 +110,22 @@ PROFILES: dict[str, BoardProfile] = {
 }
 
 
+def _write_in_place(path: Path, data: bytes) -> None:
+    """Overwrite from offset 0, then truncate: a SIGKILL at any point leaves the old value or
+    the new one followed by a stale tail after its newline (still parsed right), never an
+    empty file, as sysfs attributes are never seen half-written. The inode is kept, so
+    readers holding the file open (the power reader) see the new value."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
 def _write(path: Path, text) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{text}\n")
+    _write_in_place(path, f"{text}\n".encode())
 
 
 def _link(link: Path, target: Path) -> None:
@@ -133,6 +147,9 @@ def _einval(path: Path, why: str) -> OSError:
 
 class FakeKernelIO(SysfsIO):
     """Real file I/O under ``root`` plus the kernel's devfreq rules (see the module doc)."""
+
+    def _write_bytes(self, path: Path, data: bytes) -> None:
+        _write_in_place(path, data)
 
     def writable(self, rel) -> bool:
         path = self.path(rel)
