@@ -93,6 +93,13 @@ def test_devices_on_a_fake_tree(tmp_path, capsys, fake_kernel_env):
     assert "CPU+GPU = VDD_CPU_GPU_CV + VDD_SOC" in out and "nvml: not probed" in out
 
 
+def test_devices_reports_an_unreadable_rail_without_hiding_the_rest(orin_jp6, capsys):
+    (orin_jp6.hwmon_dirs["1-0040"] / "curr1_input").write_text("oops\n")
+    rc, out, _ = cli(capsys, "devices", "--sysfs-root", orin_jp6.root)
+    assert rc == 0 and "power rails: unreadable (cannot read rail VDD_GPU_SOC" in out
+    assert "clock control: writable" in out and "temperatures: cpu-thermal" in out
+
+
 def test_devices_without_jetson(tmp_path, capsys):
     rc, out, _ = cli(capsys, "devices", "--sysfs-root", tmp_path)
     assert rc == 1 and "jetson: not available" in out

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 from hypothesis import given
@@ -24,7 +27,7 @@ from dvfslab.backends.jetson import (
     plan_lock_writes,
     plan_range_writes,
 )
-from dvfslab.backends.jetson_safety import StateFile, make_saved
+from dvfslab.backends.jetson_safety import StateFile, make_saved, pid_alive
 from dvfslab.backends.jetson_sysfs import SysfsIO, default_io
 from dvfslab.testing.fake_sysfs import ORIN_LEVELS_HZ, FakeKernelIO, build_board
 
@@ -279,3 +282,38 @@ def test_no_handlers_outside_the_main_thread(orin_jp6):
     t.join()
     assert result["handler"] == signal.getsignal(signal.SIGTERM)
     assert result["locked"] == 612000000 and limits(orin_jp6) == ORIGINAL
+
+
+def test_zombie_owner_counts_as_dead():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 20
+    while pid_alive(proc.pid) and time.monotonic() < deadline:  # exited but not reaped: a zombie
+        time.sleep(0.01)
+    assert not pid_alive(proc.pid)
+    proc.wait()
+    assert pid_alive(os.getpid())
+
+
+LIBRARY_USER = """
+import sys, time
+from dvfslab.backends.jetson import JetsonClocks
+with JetsonClocks(sys.argv[1]) as clocks:
+    clocks.lock(1122)
+    open(sys.argv[2], "w").close()
+    time.sleep(60)
+"""
+
+
+def test_default_sigterm_restores_then_dies_by_the_signal(orin_jp6, tmp_path):
+    marker = tmp_path / "locked"
+    proc = subprocess.Popen([sys.executable, "-c", LIBRARY_USER, str(orin_jp6.root), str(marker)],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.02)
+    assert orin_jp6.state()["max_freq_hz"] == 1122000000
+    proc.terminate()
+    proc.communicate(timeout=20)
+    assert proc.returncode == -signal.SIGTERM  # the default action still happens
+    assert limits(orin_jp6) == ORIGINAL

@@ -42,6 +42,12 @@ def test_hwmon_power_is_millivolts_times_milliamps(orin_jp6):
         assert reader.read().power_mw["VDD_GPU_SOC"] == 500.0
 
 
+def test_disabled_channel_is_skipped(orin_jp6):
+    (orin_jp6.hwmon_dirs["1-0040"] / "in3_enable").write_text("0\n")  # VIN_SYS_5V0 off
+    (orin_jp6.hwmon_dirs["1-0040"] / "in1_enable").write_text("1\n")
+    assert JetsonPowerReader(orin_jp6.root).rails == ("VDD_GPU_SOC", "VDD_CPU_CV", "VDDQ_VDD2_1V8AO")
+
+
 def test_iio_rails_read_milliwatts(tmp_path):
     board = build_board(tmp_path / "b", "jp4-iio")
     board.set_rail("GPU", 7321)

@@ -4,7 +4,8 @@ Rails: the mainline ``ina3221`` hwmon driver (JetPack 5 and 6) gives per channel
 label ``in<c>_label``, the bus voltage ``in<c>_input`` (mV) and the current
 ``curr<c>_input`` (mA), so power mW = mV x mA / 1000; ``in7`` (sum of shunt voltages) and
 unlabeled or ``NC`` channels are skipped. JetPack 4 used the ``ina3221x`` iio driver with
-``rail_name_<c>`` and ``in_power<c>_input`` (mW), channels from 0.
+``rail_name_<c>`` and ``in_power<c>_input`` (mW), channels from 0. Channels whose
+``in<c>_enable`` reads 0 are skipped too.
 
 :class:`JetsonPowerReader` resolves every file once and keeps it open, reading with
 ``pread`` at offset 0 (sysfs regenerates the value on every read from offset 0), so one
@@ -62,6 +63,9 @@ def _hwmon_channels(io: SysfsIO, hwmon: Path) -> list[RailChannel]:
         name = io.read_text(label)
         volt, curr = hwmon / f"in{c}_input", hwmon / f"curr{c}_input"
         if not name or name.upper().startswith("NC") or not (volt.exists() and curr.exists()):
+            continue
+        enable = hwmon / f"in{c}_enable"  # mainline driver: reads fail with ENODATA when disabled
+        if enable.exists() and io.read_text(enable) == "0":
             continue
         out.append(RailChannel(name, volt_path=volt, curr_path=curr))
     return out

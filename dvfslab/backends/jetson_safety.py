@@ -58,7 +58,7 @@ class SavedClocks:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists (zombies and other users' processes count)."""
+    """Whether a process with this id runs (other users' count; zombies do not)."""
     if pid <= 0:
         return False
     try:
@@ -67,7 +67,11 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # Linux: a killed process its parent has not reaped yet is a zombie ("Z")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X")
+    except (OSError, ValueError, IndexError):
+        return True
 
 
 class StateFile:

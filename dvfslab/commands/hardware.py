@@ -83,21 +83,28 @@ def _jetson_lines(args) -> list[str]:
     if saved is not None:
         lines.append(f"  state file: {clocks.state_file.path}: originals {saved.describe()}; "
                      "`dvfslab clocks --restore` puts them back")
-    if be.power is not None:
-        sample = be.power.read()
-        rails = ", ".join(f"{k} {v:.0f} mW" for k, v in sample.power_mw.items())
-        interval = (f"{be.power.update_interval_s * 1000:g} ms" if be.power.update_interval_s
-                    else "unknown")
-        lines.append(f"  power rails: {rails}; CPU+GPU = {' + '.join(be.power.total_rails)} "
-                     f"({be.power.board_family}); sensor update interval {interval}")
-        be.power.close()
-    else:
-        lines.append(f"  power rails: none ({d.get('power_error')})")
+    lines.append("  power rails: " + _rails_text(be.power, d))
     load = be.telemetry.gpu_load_pct()
     lines.append(f"  GPU load: {'unknown' if load is None else f'{load:g} %'}")
     temps = be.telemetry.temperatures_c()
     lines.append("  temperatures: " + (", ".join(f"{k} {v:.1f} C" for k, v in temps.items()) or "none"))
     return lines
+
+
+def _rails_text(power, description: dict) -> str:
+    """One line: every rail in mW, which make CPU+GPU, the sensor interval (or why none)."""
+    if power is None:
+        return f"none ({description.get('power_error')})"
+    try:
+        sample = power.read()
+    except DvfsError as err:
+        return f"unreadable ({err})"
+    finally:
+        power.close()
+    rails = ", ".join(f"{k} {v:.0f} mW" for k, v in sample.power_mw.items())
+    interval = f"{power.update_interval_s * 1000:g} ms" if power.update_interval_s else "unknown"
+    return (f"{rails}; CPU+GPU = {' + '.join(power.total_rails)} ({power.board_family}); "
+            f"sensor update interval {interval}")
 
 
 def _nvml_line(args) -> tuple[str, bool]:
