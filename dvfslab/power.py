@@ -17,6 +17,7 @@ import bisect
 import contextlib
 import logging
 import math
+import operator
 import os
 import threading
 import time
@@ -45,6 +46,7 @@ from .power_trace import (
     SampleFileError,
     load_samples,
     rail_column,
+    samples_frame,
     sidecar_path,
     write_trace,
 )
@@ -61,6 +63,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PERIOD_S = 0.010  # when the reader does not expose its sensor's update interval
 MIN_DEFAULT_PERIOD_S = 0.001  # floor for a default taken from update_interval_s
 _IDLE_WINDOW = "__idle__"
+_LONG_WAIT_S = 0.05  # waits longer than this are interruptible by stop()
 _MAX_LOST_SAVED = 1000
 
 
@@ -101,47 +104,53 @@ def _cuda_synchronizer() -> Callable[[], None] | None:
 
 
 class _SampleStore:
-    """Append-only columns (``array('d')``: 8 bytes a value) guarded by one lock."""
+    """Append-only samples guarded by one lock, 8 bytes a value.
+
+    ``t`` holds the timestamps (bisected to cut windows); ``rows`` holds one interleaved row
+    per sample: ``t_s, rail_1 … rail_n, gpu_util_pct, gpu_freq_mhz`` (NaN when absent), so
+    storing a sample is one ``extend`` (this runs in the sampler thread at every tick).
+    """
 
     def __init__(self, rails: tuple[str, ...]):
         self.rails = rails
+        self.width = len(rails) + 3
+        pick = operator.itemgetter(*rails)  # one C call per sample instead of a comprehension
+        self._rail_values = (lambda p: (pick(p),)) if len(rails) == 1 else pick
         self.lock = threading.Lock()
         self.t = array("d")
-        self.cols = {r: array("d") for r in rails}
-        self.util = array("d")
-        self.freq = array("d")
+        self.rows = array("d")
         self.lost = array("d")
         self.has_util = self.has_freq = False
 
     def append(self, s: PowerSample) -> None:
-        """Store one sample; KeyError for a missing rail, ValueError when time runs backwards."""
-        values = [float(s.power_mw[r]) for r in self.rails]
-        util = math.nan if s.gpu_util_pct is None else float(s.gpu_util_pct)
-        freq = math.nan if s.gpu_freq_mhz is None else float(s.gpu_freq_mhz)
-        t = float(s.t_s)
-        with self.lock:
-            if self.t and t < self.t[-1]:
-                raise ValueError(f"sample time {t!r} s is before the previous sample {self.t[-1]!r} s")
-            self.t.append(t)
-            for col, v in zip(self.cols.values(), values, strict=True):
-                col.append(v)
-            self.util.append(util)
-            self.freq.append(freq)
-            self.has_util |= not math.isnan(util)
-            self.has_freq |= not math.isnan(freq)
+        """Store one sample (caller holds ``lock``); KeyError for a missing rail, ValueError
+        when time runs backwards. Nothing is stored unless the whole row is valid."""
+        util, freq = s.gpu_util_pct, s.gpu_freq_mhz
+        row = array("d", (s.t_s, *self._rail_values(s.power_mw),
+                          math.nan if util is None else util, math.nan if freq is None else freq))
+        if self.t and row[0] < self.t[-1]:
+            raise ValueError(f"sample time {row[0]!r} s is before the previous sample {self.t[-1]!r} s")
+        self.t.append(row[0])
+        self.rows.extend(row)
+        self.has_util = self.has_util or util is not None
+        self.has_freq = self.has_freq or freq is not None
 
     def arrays(self, t0_s: float | None = None, t1_s: float | None = None) -> SampleArrays:
         """Copy of the samples covering ``[t0_s, t1_s]`` plus one neighbour on each side."""
         with self.lock:
             lo = 0 if t0_s is None else max(bisect.bisect_left(self.t, t0_s) - 1, 0)
             hi = len(self.t) if t1_s is None else bisect.bisect_right(self.t, t1_s) + 1
-            return SampleArrays(
-                t_s=np.array(self.t[lo:hi]),
-                rails_mw={r: np.array(c[lo:hi]) for r, c in self.cols.items()},
-                gpu_util_pct=np.array(self.util[lo:hi]) if self.has_util else None,
-                gpu_freq_mhz=np.array(self.freq[lo:hi]) if self.has_freq else None,
-                lost_t_s=np.array(self.lost),
-            )
+            block = self.rows[lo * self.width:hi * self.width]  # an array copy, not a view
+            lost = np.array(self.lost)
+            has_util, has_freq = self.has_util, self.has_freq
+        table = np.frombuffer(block, dtype=float).reshape(-1, self.width) if block else np.empty((0, self.width))
+        return SampleArrays(
+            t_s=table[:, 0],
+            rails_mw={r: table[:, 1 + i] for i, r in enumerate(self.rails)},
+            gpu_util_pct=table[:, -2] if has_util else None,
+            gpu_freq_mhz=table[:, -1] if has_freq else None,
+            lost_t_s=lost,
+        )
 
 
 @dataclass
@@ -189,14 +198,13 @@ class PowerSampler:
         self.measurements: list[Measurement] = []
         self.last_error: BaseException | None = None
         self._store = _SampleStore(self.rails)
-        self._read_lock = threading.Lock()
         self._open: dict[str, float] = {}
         self._closed: set[str] = set()
         self._running = False
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
-        self.thread_cpu_s = 0.0
-        self.thread_wall_s = 0.0
+        self.thread_cpu_s = 0.0  # CPU s used by the sampler thread(s), added when one ends
+        self.thread_wall_s = 0.0  # wall s they ran
 
     @staticmethod
     def _resolve_period(reader: PowerReader, period_s: float | None) -> float:
@@ -244,20 +252,32 @@ class PowerSampler:
         self.stop()
 
     def _loop(self) -> None:
-        """Thread body: sample, then sleep to the next absolute deadline (skip missed ones)."""
+        """Thread body: sample, then sleep to the next absolute deadline (skip missed ones).
+
+        Nothing else happens per tick, so the thread costs one wake-up plus one read; its CPU
+        time (``time.thread_time``) is added to ``thread_cpu_s`` when it ends.
+        """
         cpu0, wall0 = time.thread_time(), time.perf_counter()
-        deadline = self.clock()
-        while not self._stop_event.is_set():
-            self.sample_once()
-            deadline += self.period_s
-            now = self.clock()
-            if now > deadline:
-                deadline += math.ceil((now - deadline) / self.period_s) * self.period_s
-            self.thread_cpu_s = time.thread_time() - cpu0
-            self.thread_wall_s = time.perf_counter() - wall0
-            self._stop_event.wait(deadline - now)
-        self.thread_cpu_s = time.thread_time() - cpu0
-        self.thread_wall_s = time.perf_counter() - wall0
+        period, clock, sample, sleep = self.period_s, self.clock, self.sample_once, time.sleep
+        stopped, wait_stop = self._stop_event.is_set, self._stop_event.wait
+        deadline = clock()
+        try:
+            while not stopped():
+                sample()
+                deadline += period
+                now = clock()
+                if now > deadline:
+                    deadline += math.ceil((now - deadline) / period) * period
+                # short waits: time.sleep (its wake-up costs about half the CPU of Event.wait);
+                # long ones wait on the stop event so that stop() stays prompt
+                delay = deadline - now
+                if delay > _LONG_WAIT_S:
+                    wait_stop(delay)
+                elif delay > 0:
+                    sleep(delay)
+        finally:
+            self.thread_cpu_s += time.thread_time() - cpu0
+            self.thread_wall_s += time.perf_counter() - wall0
 
     # -- sampling ------------------------------------------------------------------------------
 
@@ -270,23 +290,25 @@ class PowerSampler:
         return len(self._store.lost)
 
     def sample_once(self) -> PowerSample | None:
-        """Read one sample and store it; on any reader error count and log it, return None."""
-        with self._read_lock:
+        """Read one sample and store it; on any reader error count and log it, return None.
+
+        Read and store happen under one lock, so samples taken at window edges (caller's
+        thread) and by the sampler thread are stored in time order.
+        """
+        store = self._store
+        with store.lock:
             try:
                 sample = self.reader.read()
-                self._store.append(sample)
+                store.append(sample)
             except Exception as err:  # a sensor hiccup must never kill sampling
-                self._record_loss(err)
-                return None
-        return sample
-
-    def _record_loss(self, err: BaseException) -> None:
-        with self._store.lock:
-            self._store.lost.append(self.clock())
-            n = len(self._store.lost)
-        self.last_error = err
-        if n <= 3 or n % 100 == 0:
-            log.warning("power read failed (%d lost so far): %s: %s", n, type(err).__name__, err)
+                store.lost.append(self.clock())
+                n_lost, self.last_error = len(store.lost), err
+            else:
+                return sample
+        err = self.last_error
+        if n_lost <= 3 or n_lost % 100 == 0:
+            log.warning("power read failed (%d lost so far): %s: %s", n_lost, type(err).__name__, err)
+        return None
 
     # -- windows -------------------------------------------------------------------------------
 
@@ -374,24 +396,14 @@ class PowerSampler:
 
     def samples(self) -> pd.DataFrame:
         """Tidy frame: ``t_s``, ``<rail>_mw`` per rail, ``total_mw``, and util/freq if known."""
-        a = self.arrays()
-        frame = pd.DataFrame({"t_s": a.t_s})
-        for rail, mw in a.rails_mw.items():
-            frame[rail_column(rail)] = mw
-        frame["total_mw"] = a.total_mw(self.total_rails)
-        if a.gpu_util_pct is not None:
-            frame["gpu_util_pct"] = a.gpu_util_pct
-        if a.gpu_freq_mhz is not None:
-            frame["gpu_freq_mhz"] = a.gpu_freq_mhz
-        frame.attrs.update(rails=list(self.rails), total_rails=list(self.total_rails))
-        return frame
+        return samples_frame(self.arrays(), self.total_rails)
 
     def stats(self) -> dict:
-        """Counters: samples, lost reads, period, and the thread's CPU and wall seconds."""
-        wall = self.thread_wall_s
+        """Counters: samples, lost reads, period, the thread's CPU and wall s (after stop())."""
+        cpu, wall = self.thread_cpu_s, self.thread_wall_s
         return {"n_samples": self.n_samples, "n_lost": self.n_lost, "period_s": self.period_s,
-                "thread_cpu_s": self.thread_cpu_s, "thread_wall_s": wall,
-                "thread_cpu_fraction": self.thread_cpu_s / wall if wall > 0 else math.nan}
+                "thread_cpu_s": cpu, "thread_wall_s": wall,
+                "thread_cpu_fraction": cpu / wall if wall > 0 else math.nan}
 
     def save(self, path: str | os.PathLike, meta: Mapping | None = None) -> Path:
         """Write the samples (``.csv``, or ``.parquet`` with pyarrow) and the sidecar JSON.

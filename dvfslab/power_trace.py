@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ import pandas as pd
 
 from .backends.base import DvfsError, PowerReadError, PowerSample
 from .dataset import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .energy import SampleArrays
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,22 @@ def rail_column(rail: str) -> str:
 def sidecar_path(path: str | os.PathLike) -> Path:
     """``samples/run-1.csv -> samples/run-1.meta.json`` (the trace's metadata)."""
     return Path(path).with_suffix(".meta.json")
+
+
+def samples_frame(arrays: SampleArrays, total_rails: Sequence[str]) -> pd.DataFrame:
+    """Tidy frame of stored samples: ``t_s``, ``<rail>_mw`` per rail, ``total_mw`` (sum of
+    ``total_rails``), and ``gpu_util_pct`` / ``gpu_freq_mhz`` when the samples carry them.
+    ``frame.attrs`` holds ``rails`` and ``total_rails``."""
+    frame = pd.DataFrame({"t_s": arrays.t_s})
+    for rail, mw in arrays.rails_mw.items():
+        frame[rail_column(rail)] = mw
+    frame["total_mw"] = arrays.total_mw(total_rails)
+    if arrays.gpu_util_pct is not None:
+        frame["gpu_util_pct"] = arrays.gpu_util_pct
+    if arrays.gpu_freq_mhz is not None:
+        frame["gpu_freq_mhz"] = arrays.gpu_freq_mhz
+    frame.attrs.update(rails=list(arrays.rails_mw), total_rails=list(total_rails))
+    return frame
 
 
 def write_trace(path: str | os.PathLike, frame: pd.DataFrame, sidecar: dict) -> Path:

@@ -308,3 +308,15 @@ def test_threaded_sampler_short_real_run():
     assert sampler.n_samples == n  # stopped means stopped
     stats = sampler.stats()
     assert stats["n_samples"] == n and 0 <= stats["thread_cpu_s"] <= stats["thread_wall_s"] + 0.05
+
+
+def test_single_rail_reader():
+    """Orin NX-style boards may total one rail; the row builder must handle a single rail."""
+    clock = VirtualClock()
+    reader = FakeReader(clock)
+    reader.rails = reader.total_rails = (GPU,)
+    sampler = PowerSampler(reader, clock=clock, threaded=False).start()
+    with sampler.window("w") as w:
+        drive(sampler, clock, 1.0)
+    assert w.measurement.energy_by_rail_j == pytest.approx({GPU: 10.0})
+    assert list(sampler.samples().columns) == ["t_s", f"{GPU}_mw", "total_mw"]
