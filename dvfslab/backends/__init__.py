@@ -46,6 +46,7 @@ BACKENDS = {
     "jetson": "dvfslab.backends.jetson",
     "nvml": "dvfslab.backends.nvml",
     "sim": "dvfslab.backends.sim",
+    "jtop": "dvfslab.backends.jtop",
 }
 AUTO_ORDER = ("jetson", "nvml")
 
