@@ -1,0 +1,248 @@
+"""The digital twin's physics (not just its output) and its backend protocols."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dvfslab.backends import get_backend
+from dvfslab.backends.base import (
+    ClockControl,
+    FrequencyCappedError,
+    PowerReader,
+    Telemetry,
+    UnsupportedFrequencyError,
+)
+from dvfslab.backends.sim import PodGovernor, SimBoard, SimWorkload, open_backend
+from dvfslab.backends.sim_model import (
+    AGX_ORIN_64GB,
+    AGX_XAVIER,
+    step_table,
+    stress_test_gpu_rail_w,
+    voltage_v,
+)
+from dvfslab.simulate import SimulationPlan
+from dvfslab.workloads import PAPER_MODELS
+
+ORIN = AGX_ORIN_64GB
+LEVELS = np.array(ORIN.levels_mhz)
+ALL_ROWS = SimulationPlan().workloads()  # the paper's 81 workloads
+
+
+def _table(row_or_wl, n=60, seed=0, profile=ORIN, levels=None):
+    wl = row_or_wl if isinstance(row_or_wl, SimWorkload) else SimWorkload.from_row(row_or_wl)
+    seq = wl.padded_lengths(np.random.default_rng(seed), n)
+    return step_table(profile, wl, seq, LEVELS if levels is None else levels, first_step=False)
+
+
+def _mean_over_steps(t):
+    return t.time_s.mean(0), t.total_w.mean(0), (t.time_s * t.total_w).mean(0), t.util.mean(0)
+
+
+@pytest.mark.parametrize("profile", [ORIN, AGX_XAVIER], ids=lambda p: p.name)
+def test_time_falls_and_power_rises_with_frequency_for_every_workload(profile):
+    for row in ALL_ROWS:
+        t = _table(row, profile=profile, levels=np.array(profile.levels_mhz))
+        time_s, power_w, _, _ = _mean_over_steps(t)
+        assert np.all(np.diff(time_s) < 0), row["workload_id"]
+        assert np.all(np.diff(power_w) > 0), row["workload_id"]
+        assert np.all(np.diff(t.gpu_w, axis=1) > 0)  # every step, not just on average
+
+
+def test_deeper_and_longer_workloads_have_higher_utilization():
+    seq = np.full(20, 40.0)
+
+    def util(model, task, s=seq):
+        return step_table(ORIN, SimWorkload.from_catalog(model, task), s, [1300.5]).util.mean()
+
+    assert util("bert-medium", "sst2") > util("bert-small", "sst2")  # 8 vs 4 layers, same width
+    assert util("bert-large", "sst2") > util("bert-base", "sst2")
+    assert util("pythia-410m", "sst2") > util("pythia-160m", "sst2")
+    for model in PAPER_MODELS:  # longer sequences, same model
+        assert util(model, "rte", np.full(20, 120.0)) > util(model, "sst2", seq) > 0
+    # utilization is an outcome: small models are partly CPU-bound at the top clock
+    assert util("pythia-31m", "sst2") < 0.8 < util("pythia-1b", "sst2")
+
+
+def test_utilization_rises_as_the_clock_falls():
+    t = _table(SimWorkload.from_catalog("pythia-31m", "cola"))
+    assert np.all(np.diff(t.util.mean(0)) < 0)
+
+
+def test_minimum_energy_is_interior_for_the_large_models():
+    large = [r for r in ALL_ROWS if r["params_m"] > 70]
+    assert len(large) == 54
+    for row in large:
+        energy = _mean_over_steps(_table(row))[2]
+        best = int(np.argmin(energy))
+        assert 0 < best < len(LEVELS) - 1, (row["workload_id"], LEVELS[best])
+        assert energy[-1] > 1.15 * energy[best]  # a real U, not a flat floor
+
+
+def test_gpu_rail_at_top_level_on_the_largest_workload_is_inside_the_module_limit():
+    biggest = max(ALL_ROWS, key=lambda r: (r["params_m"], r["avg_seq_len"]))
+    t = _table(biggest, levels=np.array([1300.5]))
+    gpu_w, total_w = t.gpu_w.max(), t.total_w.max()
+    assert gpu_w < 40.0  # below the GPU stress-test figure (training switches less than a power virus)
+    assert total_w < 60.0  # the 64GB module's limit
+    assert gpu_w > 25.0  # and the big model does load the GPU
+
+
+@pytest.mark.parametrize("mode, forum_w, rel", [(0, 40.0, 0.01), (3, 18.0, 0.02), (2, 7.6, 0.1), (1, 5.2, 0.1)])
+def test_stress_test_rail_power_matches_the_forum_figures(mode, forum_w, rel):
+    assert stress_test_gpu_rail_w(ORIN, mode) == pytest.approx(forum_w, rel=rel)
+
+
+def test_voltage_has_a_floor_and_rises_linearly_above_it():
+    v = voltage_v(ORIN, LEVELS)
+    assert v[0] == ORIN.v_min and v[-1] == ORIN.v_max
+    assert np.all(np.diff(v) >= 0) and np.all(np.diff(v[1:]) > 0)
+
+
+def test_podgov_ramps_to_the_cap_under_load_and_down_under_light_load():
+    gov = PodGovernor(ORIN.levels_mhz, 1300.5)
+    f = gov.fmin
+    for _ in range(10):
+        f = gov.decide(1.0, f)
+    assert f == 1300.5
+    for _ in range(60):
+        f = gov.decide(0.30, f)
+    assert f < 900
+
+
+def test_podgov_skip_is_the_closed_form_of_busy_polls():
+    a, b = PodGovernor(ORIN.levels_mhz, 1300.5), PodGovernor(ORIN.levels_mhz, 1300.5)
+    for _ in range(17):
+        assert a.decide(0.97, 1300.5) == 1300.5
+    b.skip_busy(17, 0.97, 1300.5)
+    assert (b.idle_avg, b.freq_avg) == pytest.approx((a.idle_avg, a.freq_avg), rel=1e-12)
+
+
+def test_maxn_runs_a_gpu_bound_workload_at_the_top_and_a_cpu_bound_one_lower():
+    board = SimBoard(seed=1)
+    big = board.train(SimWorkload.from_catalog("pythia-1b", "sst2"), 30)
+    board.idle(60)
+    small = board.train(SimWorkload.from_catalog("pythia-31m", "cola"), 300)
+    assert big.mean_gpu_freq_mhz > 1250
+    assert small.mean_gpu_freq_mhz < 900
+    assert np.all(np.isin(np.unique(board.governor.levels), ORIN.levels_mhz))
+
+
+def test_a_locked_run_is_the_same_with_and_without_sampler_ticks():
+    wl = SimWorkload.from_catalog("bert-base", "mrpc")
+    plain, ticked = SimBoard(seed=4), SimBoard(seed=4)
+    plain.lock(714)
+    ticked.lock(714)
+    a = plain.train(wl, 40, run_key="k")
+    ticks = []
+    b = ticked.train(wl, 40, run_key="k", on_tick=ticks.append, tick_s=0.05)
+    np.testing.assert_allclose(a.step_time_s, b.step_time_s, rtol=1e-9)
+    np.testing.assert_allclose(a.step_energy_j, b.step_energy_j, rtol=1e-9)
+    assert len(ticks) == pytest.approx(a.time_s / 0.05, abs=1)
+    assert plain.now() == pytest.approx(ticked.now())
+
+
+@pytest.mark.parametrize("lock", [612.0, None], ids=["fixed", "maxn"])
+def test_sampled_rails_integrate_to_the_model_energy(lock):
+    backend = open_backend(seed=2)
+    board, reader = backend.board, backend.power
+    if lock:
+        backend.clocks.lock(lock)
+    t, p = [], []
+
+    def tick(_t):
+        s = reader.read()
+        t.append(s.t_s)
+        p.append(s.total_mw(reader.total_rails) / 1000.0)
+
+    result = board.train(SimWorkload.from_catalog("bert-small", "qnli"), 150, on_tick=tick, tick_s=0.01)
+    sampled_j = float(np.trapezoid(p, t))
+    covered = result.step_energy_j.sum() * (t[-1] - t[0]) / result.time_s
+    assert sampled_j == pytest.approx(covered, rel=0.01)
+    assert t[0] >= result.t_start_s and t[-1] <= result.t_end_s == backend.clock()
+
+
+def test_power_sampler_on_the_virtual_clock_agrees_with_the_model():
+    power = pytest.importorskip("dvfslab.power")
+    backend = open_backend(seed=5)
+    backend.clocks.lock(816)
+    sampler = power.PowerSampler(backend.power, period_s=0.01, clock=backend.clock, threaded=False)
+    with sampler:
+        sampler.begin_window("run")
+        result = backend.board.train(SimWorkload.from_catalog("pythia-70m", "rte"), 80,
+                                     on_tick=lambda _t: sampler.sample_once(), tick_s=0.01)
+        m = sampler.end_window("run")
+    assert m.time_s == pytest.approx(result.time_s, rel=1e-6)
+    assert m.energy_j == pytest.approx(result.energy_j, rel=0.01)
+
+
+def test_same_seed_same_numbers_and_batches_shared_across_levels():
+    wl = SimWorkload.from_catalog("bert-small", "sst2")
+    runs = []
+    for seed in (7, 7, 8):
+        board = SimBoard(seed=seed)
+        board.lock(510)
+        runs.append(board.train(wl, 30, run_key="fixed/510/0"))
+    np.testing.assert_array_equal(runs[0].step_energy_j, runs[1].step_energy_j)
+    assert not np.array_equal(runs[0].step_energy_j, runs[2].step_energy_j)
+    board = SimBoard(seed=7)
+    a, b = (board._table(wl, 30, key) for key in ("fixed/510/0", "fixed/510/1"))
+    assert not np.array_equal(a.time_s, b.time_s)  # run-to-run noise ...
+    np.testing.assert_array_equal(a.bytes_per_step, b.bytes_per_step)  # ... on the same batches
+
+
+def test_backend_implements_the_protocols_on_a_virtual_clock():
+    backend = get_backend("sim", seed=3, sysfs_root="/ignored")
+    assert backend.name == "sim" and backend.description["simulated"] is True
+    assert isinstance(backend.clocks, ClockControl)
+    assert isinstance(backend.power, PowerReader)
+    assert isinstance(backend.telemetry, Telemetry)
+    assert backend.power.total_rails == ("VDD_GPU_SOC", "VDD_CPU_CV")
+    assert backend.clocks.levels_mhz() == list(ORIN.levels_mhz)
+    state = backend.clocks.lock(1224)
+    assert state.locked and state.cur_freq_mhz == 1224
+    before = backend.clock()
+    backend.board.train(SimWorkload.from_catalog("bert-base", "sst2"), 20)
+    assert backend.clock() > before + 5  # virtual seconds, instantly
+    assert backend.telemetry.temperatures_c()["gpu-thermal"] > ORIN.ambient_c
+    sample = backend.power.read()
+    assert set(sample.power_mw) == set(backend.power.rails) and sample.t_s == backend.clock()
+    backend.close()
+    assert not backend.clocks.state().locked
+
+
+def test_clock_errors():
+    board = SimBoard(power_mode="MODE_30W")
+    with pytest.raises(UnsupportedFrequencyError):
+        board.lock(700)
+    with pytest.raises(FrequencyCappedError, match="MODE_30W"):
+        board.lock(816)
+    assert board.lock(612) == 612
+    board.unlock()
+    run = board.train(SimWorkload.from_catalog("pythia-410m", "rte"), 10)
+    assert run.mean_gpu_freq_mhz <= 612  # the governor respects the mode's cap
+
+
+def test_workload_outside_the_catalog():
+    row = {"workload_id": "my-encoder/sst2", "model": "my-encoder", "n_layers": 10, "hidden_size": 640,
+           "params_m": 70.0, "avg_seq_len": 20.0, "max_seq_len": 128, "batch_size": 16, "task": "sst2"}
+    wl = SimWorkload.from_row(row)
+    assert (wl.n_heads, wl.ffn_size, wl.params_total) == (10, 2560, 70e6)
+    bigger = SimWorkload.from_row(dict(row, n_layers=20))
+    seq = np.full(5, 30.0)
+    assert step_table(ORIN, bigger, seq, [918]).time_s.mean() > step_table(ORIN, wl, seq, [918]).time_s.mean()
+
+
+def test_noise_comes_only_from_the_stated_sigmas_and_the_first_step_warms_up():
+    quiet = dataclasses.replace(ORIN, sigma_run_cpu=0.0, sigma_run_gpu=0.0, sigma_run_power=0.0, sigma_step_cpu=0.0)
+    wl = SimWorkload.from_catalog("bert-large", "mrpc")
+    board = SimBoard(quiet, seed=0)
+    board.lock(306)
+    a, b = board.train(wl, 12, run_key="a"), board.train(wl, 12, run_key="b")
+    np.testing.assert_array_equal(a.step_time_s, b.step_time_s)  # same batches and no noise
+    seq = wl.padded_lengths(np.random.default_rng(1), 12)
+    warm, cold = (step_table(quiet, wl, seq, [306], first_step=f).time_s[:, 0] for f in (True, False))
+    assert warm[0] - cold[0] == pytest.approx(quiet.first_step_extra_s)
+    np.testing.assert_array_equal(warm[1:], cold[1:])
