@@ -1,0 +1,58 @@
+"""The bundled replay dataset (data/replay): valid, labelled simulated, reproducible byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dvfslab.cli import main
+from dvfslab.dataset import load_dataset
+from dvfslab.simulate import SimulationPlan, findings_markdown, simulate_dataset, twin_findings
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLAY = ROOT / "data" / "replay"
+FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
+REGENERATE = "regenerate it with: dvfslab simulate --out data/replay --seed 0 (see docs/calibration.md)"
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_dataset(REPLAY)
+
+
+def test_bundled_dataset_validates_and_is_labelled_simulated(bundled, capsys):
+    assert main(["validate", str(REPLAY)]) == 0
+    assert "simulated" in capsys.readouterr().out
+    assert bundled.simulated and bundled.meta["device"]["simulated"] is True
+    assert "NOT A MEASUREMENT" in bundled.meta["note"]
+    assert len(bundled.workloads) == 81 and len(bundled.runs) == 81 * 36
+    assert sum((REPLAY / f).stat().st_size for f in FILES) < 3_000_000  # small enough to bundle
+
+
+def test_regenerating_with_the_recorded_seed_reproduces_it_byte_for_byte(bundled, tmp_path):
+    plan_meta = dict(bundled.meta["generator"]["plan"])
+    plan = SimulationPlan(**{k: tuple(v) if isinstance(v, list) else v for k, v in plan_meta.items()})
+    assert plan.seed == bundled.meta["seed"]
+    simulate_dataset(tmp_path, plan, progress=False)
+    for name in FILES:
+        new, old = (tmp_path / name).read_bytes(), (REPLAY / name).read_bytes()
+        if new != old:
+            lines = zip(new.decode().splitlines(), old.decode().splitlines(), strict=False)
+            first = next(((i, a, b) for i, (a, b) in enumerate(lines, 1) if a != b), None)
+            pytest.fail(f"data/replay/{name} differs from a fresh generation (first differing line: {first}); "
+                        + REGENERATE)
+
+
+def test_calibration_doc_shows_the_bundled_findings(bundled):
+    doc = (ROOT / "docs" / "calibration.md").read_text()
+    assert findings_markdown(bundled) in doc, "docs/calibration.md is stale; paste findings_markdown(...)"
+
+
+def test_bundled_physics(bundled):
+    f = twin_findings(bundled)
+    assert f["time_decreasing"] == f["power_increasing"] == f["interior_minimum"] == 81
+    assert f["saving_pct"]["oracle"]["gt70m"]["min"] > 0
+    runs = bundled.ok_runs()
+    top = runs[runs["gpu_freq_mhz"] == 1300.5]
+    assert (top["energy_gpu_j"] / top["time_s"]).max() < 60.0

@@ -1,0 +1,130 @@
+"""``dvfslab simulate``: dataset generation from the twin (contract, determinism, CLI)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dvfslab.backends.base import DvfsError
+from dvfslab.cli import main
+from dvfslab.dataset import load_dataset
+from dvfslab.simulate import (
+    QUICK_MODELS,
+    make_plan,
+    paper_tree_mhz,
+    simulate_dataset,
+    twin_findings,
+)
+from dvfslab.workloads import MODELS
+
+FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
+
+
+@pytest.fixture(scope="module")
+def xavier_quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("xavier")
+    plan = make_plan(board="agx-xavier", seed=11, quick=True)
+    return plan, simulate_dataset(out, plan, progress=False)
+
+
+def test_quick_dataset_follows_the_contract_and_says_simulated(xavier_quick):
+    plan, ds = xavier_quick
+    again = load_dataset(ds.path)  # validates
+    assert again.simulated and again.meta["device"]["simulated"] is True
+    assert "SIMULATED, NOT A MEASUREMENT" in again.meta["note"]
+    assert again.meta["seed"] == 11 and again.meta["generator"]["plan"]["board"] == "agx-xavier"
+    assert len(again.freq_table_mhz) == 14 and again.baseline == "maxn"
+    assert len(again.workloads) == len(QUICK_MODELS) * 4 and len(again.runs) == plan.n_runs()
+    assert set(again.workloads["split"]) == {"characterization", "evaluation"}
+
+
+def test_every_workload_has_every_level_times_reps_and_maxn_runs(xavier_quick):
+    plan, ds = xavier_quick
+    runs = ds.runs
+    fixed = runs[runs["policy"] == "fixed"]
+    counts = fixed.groupby(["workload_id", "gpu_freq_mhz"]).size()
+    assert set(counts) == {plan.reps} and len(counts) == len(ds.workloads) * 14
+    maxn = runs[runs["policy"] == "maxn"]
+    assert set(maxn.groupby("workload_id").size()) == {plan.maxn_reps}
+    assert maxn["gpu_freq_mhz"].isna().all() and maxn["mean_gpu_freq_mhz"].notna().all()
+    assert (runs["steps"] == plan.steps).all() and runs["eval_metric"].isna().all()
+    assert (runs["status"] == "ok").all()
+    assert (runs["energy_j"] - runs["energy_gpu_j"] - runs["energy_cpu_j"]).abs().max() < 1e-3 * runs["energy_j"].max()
+    assert runs["started_at"].is_monotonic_increasing  # virtual time, one board
+
+
+def test_steps_csv_holds_the_first_steps_of_rep_zero(xavier_quick):
+    plan, ds = xavier_quick
+    steps, runs = ds.steps, ds.runs.set_index("run_id")
+    assert set(runs.loc[steps["run_id"].unique(), "rep"]) == {0}
+    assert set(steps.groupby("run_id").size()) == {plan.step_rows}
+    per_run = steps.groupby("run_id")["time_s"].sum()
+    assert (per_run <= runs.loc[per_run.index, "time_s"] + 1e-6).all()
+
+
+def test_same_seed_same_bytes_other_seed_other_numbers(tmp_path):
+    plan = make_plan(quick=True, seed=3, models=["bert-small", "pythia-70m"], steps=15, reps=1)
+    for name in ("a", "b"):
+        simulate_dataset(tmp_path / name, plan, progress=False)
+    for f in FILES:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    other = make_plan(quick=True, seed=4, models=["bert-small", "pythia-70m"], steps=15, reps=1)
+    simulate_dataset(tmp_path / "c", other, progress=False)
+    assert (tmp_path / "a" / "runs.csv").read_bytes() != (tmp_path / "c" / "runs.csv").read_bytes()
+    assert (tmp_path / "a" / "workloads.csv").read_bytes() == (tmp_path / "c" / "workloads.csv").read_bytes()
+
+
+def test_cli_writes_a_dataset_that_validate_accepts(tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main(["simulate", "--out", str(out), "--quick", "--models", "bert-small", "--steps", "10",
+                 "--reps", "1", "--no-progress"]) == 0
+    assert "SIMULATED" in capsys.readouterr().out
+    assert main(["validate", str(out)]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["source"] == "simulated" and meta["generator"]["plan"]["steps"] == 10
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    (measured / "meta.json").write_text(json.dumps({"source": "measured"}))
+    assert main(["simulate", "--out", str(measured), "--quick", "--no-progress"]) == 2
+    assert "only overwrites simulated datasets" in capsys.readouterr().err
+    assert main(["simulate", "--out", str(tmp_path / "x"), "--models", "bert-hyper", "--no-progress"]) == 2
+    assert "unknown model 'bert-hyper'" in capsys.readouterr().err
+    assert main(["simulate", "--out", str(tmp_path / "x"), "--steps", "0", "--no-progress"]) == 2
+    with pytest.raises(SystemExit):
+        main(["simulate", "--out", str(tmp_path / "x"), "--board", "thor"])
+
+
+def test_plans():
+    assert make_plan().n_runs() == 81 * (11 * 3 + 3)
+    assert make_plan(models="all").models == tuple(MODELS)
+    assert make_plan(models="pythia-70m,bert-base").models == ("pythia-70m", "bert-base")
+    assert make_plan(steps=30).step_rows == 30
+    with pytest.raises(DvfsError, match="unknown simulated board"):
+        make_plan(board="agx-thor")
+
+
+def test_paper_tree_reading():
+    assert paper_tree_mhz(4, 20.0, 50.0) == 510 and paper_tree_mhz(6, 40.0, 50.0) == 612
+    assert paper_tree_mhz(12, 53.0, 90.0) == 714 and paper_tree_mhz(24, 70.0, 90.0) == 816
+    assert paper_tree_mhz(24, 70.0, 22.0) == 1020
+
+
+def test_findings_follow_the_definitions(xavier_quick):
+    _, ds = xavier_quick
+    f = twin_findings(ds)
+    sv = f["saving_pct"]
+    assert sv["oracle"]["all"]["mean"] >= max(sv["ffg"]["all"]["mean"], sv["paper_tree"]["all"]["mean"])
+    # recompute the oracle saving of one evaluation workload by hand
+    runs = ds.ok_runs()
+    wid = sv["oracle"]["all"]["argmax"]
+    mine = runs[runs["workload_id"] == wid]
+    e_level = mine[mine["policy"] == "fixed"].groupby("gpu_freq_mhz")["energy_j"].mean().min()
+    e_base = mine[mine["policy"] == "maxn"]["energy_j"].mean()
+    assert sv["oracle"]["all"]["max"] == pytest.approx(100 * (1 - e_level / e_base))
+    assert f["interior_minimum"] == f["n_workloads"] == len(ds.workloads)
+    assert f["ffg_mhz"] in ds.freq_table_mhz
+    assert sum(f["optimal_level_counts"].values()) == f["n_workloads"]
