@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PERIOD_S = 0.010  # when the reader does not expose its sensor's update interval
 MIN_DEFAULT_PERIOD_S = 0.001  # floor for a default taken from update_interval_s
-_IDLE_WINDOW = "__idle__"
+_IDLE_WINDOW = "dvfslab.power:idle"  # distinct from any user window name
 _LONG_WAIT_S = 0.05  # waits longer than this are interruptible by stop()
 _MAX_LOST_SAVED = 1000
 
