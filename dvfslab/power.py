@@ -6,9 +6,10 @@ whoever calls :meth:`PowerSampler.sample_once` (the simulated board on its virtu
 The thread only stores samples; windows are cut and integrated afterwards by the pure
 functions of :mod:`dvfslab.energy` (trapezoid rule, interpolated window edges).
 
-Saved traces (``save``) are CSV or parquet with one column per rail (``<rail>_mw``) plus a
-sidecar ``<stem>.meta.json`` holding the rails, the total rails and the sampler settings;
-:class:`ReplayPowerReader` serves such a trace back through the same ``PowerReader`` API.
+Saved traces (``save``; format in :mod:`dvfslab.power_trace`) are CSV or parquet with one
+column per rail (``<rail>_mw``) plus a sidecar ``<stem>.meta.json`` holding the rails, the
+total rails and the sampler settings; :class:`ReplayPowerReader` serves such a trace back
+through the same ``PowerReader`` API. See docs/power.md.
 """
 
 from __future__ import annotations
