@@ -294,6 +294,7 @@ def test_threaded_sampler_short_real_run():
     with PowerSampler(reader, period_s=0.005) as sampler:
         thread = sampler._thread
         assert thread is not None and thread.is_alive()
+        assert sampler.measure_idle(0.05) == pytest.approx(12.0)  # real time: time.sleep waits
         with sampler.window("w") as w:
             time.sleep(0.25)
     assert not thread.is_alive()
