@@ -1,0 +1,120 @@
+"""Small synthetic sweeps for the analysis tests (features, selection, governors, notebooks).
+
+Every dataset built here is labelled ``source: "simulated"`` with ``generator:
+"tests/analysis_fixtures.py"``: the numbers are a closed-form toy, not a board model.
+
+Energy is U-shaped in log-frequency with its minimum exactly at a known level::
+
+    E(f) = E0 * (1 + CURVATURE * ln(f / f_opt)^2),   T(f) = T0 * (0.3 + 0.7 * f_max / f)
+
+and ``f_opt`` is a known function of the features (:func:`optimal_position`), so a classifier
+has a right answer to find. Multiplicative noise (``noise``, default 0.1 %) is far below the
+energy step between adjacent levels, so the per-workload optimum is never moved by it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dvfslab.dataset import write_dataset
+
+ORIN_FREQS_MHZ = [306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5]
+XAVIER_FREQS_MHZ = [114.75, 216.75, 318.75, 420.75, 522.75, 624.75, 675.75, 828.75, 905.25, 1032.75,
+                    1198.5, 1236.75, 1338.75, 1377.0]
+CURVATURE = 2.0
+
+# name, family, type, params_m, layers, hidden
+MODELS = [
+    ("bert-tiny", "bert", "encoder", 4.4, 2, 128),
+    ("bert-small", "bert", "encoder", 28.8, 4, 512),
+    ("pythia-31m", "pythia", "decoder", 31.0, 6, 256),
+    ("pythia-70m", "pythia", "decoder", 70.4, 6, 512),
+    ("bert-base", "bert", "encoder", 109.5, 12, 768),
+    ("pythia-160m", "pythia", "decoder", 162.3, 12, 768),
+    ("bert-large", "bert", "encoder", 335.1, 24, 1024),
+    ("pythia-410m", "pythia", "decoder", 405.3, 24, 1024),
+]
+# task -> (avg_seq_len tokens, split)
+TASKS = {"sst2": (13.3, "characterization"), "qnli": (50.2, "characterization"), "mrpc": (53.2, "characterization"),
+         "rte": (71.1, "evaluation"), "cola": (11.1, "evaluation")}
+
+
+def optimal_position(n_layers: float, avg_seq_len: float) -> float:
+    """Where the optimum sits in the table, as a fraction of its length (the known answer)."""
+    return 0.3 + (0.3 if n_layers > 7 else 0.0) + (0.1 if avg_seq_len > 40 else 0.0)
+
+
+def optimal_freq(freqs_mhz: list[float], n_layers: float, avg_seq_len: float) -> float:
+    """The table level that :func:`optimal_position` names."""
+    grid = sorted(freqs_mhz)
+    return grid[int(round(optimal_position(n_layers, avg_seq_len) * (len(grid) - 1)))]
+
+
+def make_dataset(root: Path, *, freqs_mhz: list[float] | None = None, models: list[str] | None = None,
+                 tasks: list[str] | None = None, reps: int = 2, baseline: str = "maxn", seed: int = 0,
+                 noise: float = 0.001, missing: dict[str, float] | None = None, failed_runs: int = 0,
+                 split_of: dict[str, str] | None = None) -> Path:
+    """Write a contract-valid simulated dataset to ``root`` and return ``root``.
+
+    ``missing``: feature column -> fraction of workloads whose value is blanked (1.0 = all).
+    ``failed_runs``: that many extra runs with ``status=failed`` and absurd numbers, which
+    every analysis must ignore. ``split_of`` overrides a task's split.
+    """
+    rng = np.random.default_rng(seed)
+    freqs = sorted(freqs_mhz or ORIN_FREQS_MHZ)
+    fmax = freqs[-1]
+    chosen = [m for m in MODELS if models is None or m[0] in models]
+    task_names = tasks or list(TASKS)
+    wl_rows, run_rows = [], []
+    for name, fam, mtype, params, layers, hidden in chosen:
+        for task in task_names:
+            seq, split = TASKS[task]
+            split = (split_of or {}).get(task, split)
+            wid = f"{name}/{task}"
+            wl_rows.append({"workload_id": wid, "model": name, "model_family": fam, "model_type": mtype,
+                            "params_m": params, "n_layers": layers, "hidden_size": hidden, "task": task,
+                            "avg_seq_len": seq, "max_seq_len": 128, "batch_size": 16, "split": split})
+            f_opt = optimal_freq(freqs, layers, seq)
+            e0, t0 = 50.0 * params ** 0.8 * (1 + seq / 100), 20.0 + params * (1 + seq / 60)
+            util = min(95.0, 20.0 + 3.0 * layers + seq / 4)
+            for f in freqs:
+                for rep in range(reps):
+                    e = e0 * (1 + CURVATURE * math.log(f / f_opt) ** 2) * (1 + noise * rng.standard_normal())
+                    t = t0 * (0.3 + 0.7 * fmax / f) * (1 + noise * rng.standard_normal())
+                    run_rows.append(_run(wid, "fixed", f, rep, t, e, util * f / fmax, f))
+            if baseline == "maxn":
+                e_top = e0 * (1 + CURVATURE * math.log(fmax / f_opt) ** 2)
+                for rep in range(reps):
+                    run_rows.append(_run(wid, "maxn", None, rep, t0 * 1.01, e_top * 1.02 * (1 + noise * rng.standard_normal()),
+                                         util, 0.97 * fmax))
+    workloads = pd.DataFrame(wl_rows)
+    for col, frac in (missing or {}).items():
+        blank = rng.permutation(len(workloads))[: int(round(frac * len(workloads)))]
+        workloads[col] = workloads[col].astype(object)
+        workloads.loc[blank, col] = None
+    for i in range(failed_runs):
+        wid = workloads["workload_id"].iloc[i % len(workloads)]
+        bad = _run(wid, "fixed", freqs[0], 90 + i, 1e-3, 1e-3, 1.0, freqs[0])
+        bad.update(status="failed")
+        run_rows.append(bad)
+    runs = pd.DataFrame(run_rows)
+    runs.insert(0, "run_id", [f"r{i:05d}" for i in range(len(runs))])
+    meta = {"source": "simulated", "device": {"board": "toy U-curve board", "gpu": "none", "jetpack": "n/a",
+                                              "power_mode": "MAXN"},
+            "freq_table_mhz": freqs, "baseline": baseline, "created_at": "2026-01-01T00:00:00Z",
+            "generator": "tests/analysis_fixtures.py (closed-form U-curves, not a board model)", "seed": seed}
+    write_dataset(root, meta, workloads, runs)
+    return root
+
+
+def _run(wid: str, policy: str, freq: float | None, rep: int, time_s: float, energy_j: float, util: float,
+         mean_freq: float) -> dict:
+    return {"workload_id": wid, "policy": policy, "gpu_freq_mhz": freq, "rep": rep, "time_s": time_s,
+            "energy_j": energy_j, "energy_gpu_j": 0.7 * energy_j, "energy_cpu_j": 0.3 * energy_j,
+            "avg_power_w": energy_j / time_s, "peak_power_w": 1.2 * energy_j / time_s, "gpu_util_pct": util,
+            "mean_gpu_freq_mhz": mean_freq, "steps": 100, "eval_metric": 0.8, "status": "ok",
+            "started_at": "2026-01-01T00:00:00Z"}

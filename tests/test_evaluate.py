@@ -1,0 +1,138 @@
+"""Replay of governors over a sweep: definitions of saving, slowdown, regret; summaries."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from analysis_fixtures import make_dataset
+
+from dvfslab import evaluate as E
+from dvfslab import features as F
+from dvfslab import governors as G
+from dvfslab.dataset import load_dataset
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    ds = load_dataset(make_dataset(tmp_path_factory.mktemp("e") / "ds"))
+    sweep = F.sweep_from_dataset(ds)
+    table = F.feature_table(sweep)
+    train = list(table.loc[table["split"] == "characterization", "workload_id"])
+    ctx = G.GovernorContext(sweep, table, train, trees={"mlg": {**G.paper_tree("root"), "name": "mlg"}})
+    govs = G.build_governors(["maxn", "ffg", "mlg-paper", "mlg", "oracle"], ctx)
+    per = E.replay(govs, sweep, table, sweep.workload_ids("evaluation"))
+    return sweep, table, govs, per
+
+
+def test_definitions_per_workload(setup):
+    sweep, table, govs, per = setup
+    for _, row in per[per["policy"] == "ffg"].iterrows():
+        wid, f = row["workload_id"], govs["ffg"].freq_mhz
+        e, t = sweep.at(wid, f)
+        e_b, t_b = sweep.baseline_of(wid)
+        e_o = min(sweep.curve(wid)[1])
+        assert row["freq_mhz"] == f and not row["snapped"]
+        assert row["saving_pct"] == pytest.approx(100 * (1 - e / e_b), rel=1e-12)
+        assert row["slowdown_pct"] == pytest.approx(100 * (t / t_b - 1), rel=1e-12)
+        assert row["regret_pct"] == pytest.approx(100 * (e - e_o) / e_b, rel=1e-12)
+
+
+def test_baseline_and_oracle_rows(setup):
+    sweep, table, govs, per = setup
+    maxn = per[per["policy"] == "maxn"]
+    assert (maxn["saving_pct"] == 0).all() and (maxn["slowdown_pct"] == 0).all() and maxn["freq_mhz"].isna().all()
+    oracle = per[per["policy"] == "oracle"].set_index("workload_id")
+    assert (oracle["regret_pct"] == 0).all()
+    for policy in ("ffg", "mlg", "mlg-paper"):
+        other = per[per["policy"] == policy].set_index("workload_id")
+        assert (other["saving_pct"] <= oracle.loc[other.index, "saving_pct"] + 1e-12).all()
+    assert set(per["workload_id"]) == set(table.loc[table["split"] == "evaluation", "workload_id"])
+
+
+def test_summary_means_over_workloads(setup):
+    _, _, _, per = setup
+    summary = E.summarize(per).set_index("policy")
+    ffg = per[per["policy"] == "ffg"]
+    assert summary.loc["ffg", "mean_saving_pct"] == pytest.approx(ffg["saving_pct"].mean())
+    assert summary.loc["ffg", "max_saving_pct"] == ffg["saving_pct"].max()
+    assert summary.loc["ffg", "min_saving_pct"] == ffg["saving_pct"].min()
+    assert summary.loc["ffg", "mean_slowdown_pct"] == pytest.approx(ffg["slowdown_pct"].mean())
+    d = E.summary_dict(E.summarize(per))
+    assert set(d) == {"maxn", "ffg", "mlg-paper", "mlg", "oracle"}
+    assert set(d["mlg"]) == set(E.SUMMARY_KEYS) | {"n_workloads"}
+    assert E.difference_pts(E.summarize(per), "mlg", "ffg") == pytest.approx(d["mlg"]["mean_saving_pct"] - d["ffg"]["mean_saving_pct"])
+    assert E.difference_pts(E.summarize(per), "mlg", "nope") is None
+
+
+def test_summary_by_size_group(setup):
+    _, _, _, per = setup
+    by = E.summarize(per, by=["size_group"])
+    assert set(by["size_group"]) == {"> 70M", "<= 70M"}
+    big = per[(per["policy"] == "oracle") & (per["params_m"] > 70)]
+    row = by[(by["policy"] == "oracle") & (by["size_group"] == "> 70M")].iloc[0]
+    assert row["mean_saving_pct"] == pytest.approx(big["saving_pct"].mean())
+    assert row["n_workloads"] == len(big)
+
+
+class _Fixed1000:
+    name = "at-1000"
+
+    def decide(self, workload):
+        return 1000.0
+
+
+class _Refuses:
+    name = "refuses"
+
+    def decide(self, workload):
+        raise G.GovernorError("no features")
+
+
+def test_levels_off_the_table_snap_and_failures_are_recorded(setup):
+    sweep, table, _, _ = setup
+    per = E.replay([_Fixed1000(), _Refuses()], sweep, table, sweep.workload_ids("evaluation"))
+    snap = per[per["policy"] == "at-1000"]
+    assert (snap["freq_mhz"] == 1020.0).all() and snap["snapped"].all() and (snap["decided_freq_mhz"] == 1000.0).all()
+    bad = per[per["policy"] == "refuses"]
+    assert bad["saving_pct"].isna().all() and (bad["error"] == "no features").all()
+    summary = E.summarize(per).set_index("policy")
+    assert summary.loc["refuses", "n_failed"] == len(bad) and summary.loc["refuses", "n_workloads"] == 0
+    assert E.summary_dict(E.summarize(per))["refuses"]["mean_saving_pct"] is None
+
+
+def test_a_new_governor_is_a_few_lines(setup):
+    sweep, table, _, _ = setup
+
+    @G.register_governor("lowest")
+    def _build(ctx):
+        return G.FixedGovernor(ctx.sweep.freq_table_mhz[0], name="lowest")
+
+    try:
+        ctx = G.GovernorContext(sweep, table, [])
+        per = E.replay(G.build_governors(["lowest", "maxn"], ctx), sweep, table)
+        assert (per.loc[per["policy"] == "lowest", "freq_mhz"] == 306.0).all()
+    finally:
+        G.GOVERNORS.pop("lowest")
+
+
+def test_fmax_dataset_baseline_is_the_top_level(tmp_path):
+    ds = load_dataset(make_dataset(tmp_path / "ds", baseline="fmax", models=["bert-tiny", "bert-base"]))
+    sweep = F.sweep_from_dataset(ds)
+    table = F.feature_table(sweep)
+    per = E.replay([G.MaxnGovernor(), G.FixedGovernor(1300.5, name="top")], sweep, table)
+    assert (per["saving_pct"] == 0).all() and (per["slowdown_pct"] == 0).all()
+
+
+def test_paper_comparison_table(setup):
+    _, _, _, per = setup
+    summary = {"governors": E.summary_dict(E.summarize(per)), "characterization": {"sweet_spot_mhz": {"min": 612, "max": 1020}},
+               "model_selection": {"loocv_accuracy": 0.5, "grouped_accuracy": None}}
+    table = E.paper_comparison(summary, E.summarize(per, by=["size_group"])).set_index("figure")
+    assert table.loc["energy-optimal level range (MHz)", "dvfslab"] == "612–1020"
+    assert table.loc["leave-one-model-out accuracy", "dvfslab"] == "n/a"
+    mlg = summary["governors"]["mlg"]["mean_saving_pct"]
+    assert table.loc["MLG mean saving vs baseline (%)", "dvfslab"] == f"{mlg:.2f}"
+    assert not math.isnan(float(table.loc["MLG mean saving, models > 70M (%)", "dvfslab"]))
+    assert np.all(table["paper"].str.len() > 0)

@@ -1,0 +1,86 @@
+"""Figures: drawn from tidy frames, titled SIMULATED when the data is simulated."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from analysis_fixtures import make_dataset  # noqa: E402
+
+from dvfslab import evaluate as E  # noqa: E402
+from dvfslab import features as F  # noqa: E402
+from dvfslab import governors as G  # noqa: E402
+from dvfslab import plots as P  # noqa: E402
+from dvfslab import selection as S  # noqa: E402
+from dvfslab.dataset import load_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory):
+    ds = load_dataset(make_dataset(tmp_path_factory.mktemp("p") / "ds", models=["bert-tiny", "bert-base", "pythia-70m"],
+                                   tasks=["sst2", "mrpc", "rte"]))
+    sweep = F.sweep_from_dataset(ds)
+    table = F.feature_table(sweep)
+    optima = F.optimal_levels(sweep)
+    train = list(table.loc[table["split"] == "characterization", "workload_id"])
+    govs = G.build_governors(["maxn", "ffg", "oracle", "mlg-paper"], G.GovernorContext(sweep, table, train))
+    per = E.replay(govs, sweep, table, sweep.workload_ids("evaluation"))
+    models = {n: m for n, m in S.candidate_models(quick=True).items() if n in ("tree(depth=2,leaf=1,gini)", "knn")}
+    cv = S.summarize_cv(S.fold_metrics(S.cross_validate(models, table[table["workload_id"].isin(train)], sweep,
+                                                        ["n_layers", "avg_seq_len"])))
+    return {"sweep": sweep, "table": table, "optima": optima, "per": per, "cv": cv}
+
+
+def _figures(f, simulated):
+    sweep, table, per = f["sweep"], f["table"], f["per"]
+    rel = F.long_form(F.relative_levels(sweep), ["time_rel", "power_rel", "energy_rel"],
+                      ["workload_id", "model", "params_m", "freq_mhz"])
+    levels = sweep.levels.merge(sweep.workloads[["workload_id", "model", "task"]], on="workload_id")
+    return {
+        "sweep_curves": P.sweep_curves(rel, simulated),
+        "u_curves": P.u_curves(levels, f["optima"], simulated),
+        "heatmap": P.optimal_heatmap(table, simulated),
+        "features": P.feature_relations(F.long_form(table, ["n_layers", "avg_seq_len"], ["model_type", "opt_freq_mhz"],
+                                                    var_name="feature"), simulated),
+        "cv": P.cv_comparison(S.comparison(f["cv"], "tree(depth=2,leaf=1,gini)"), simulated),
+        "tree": P.tree_diagram(G.paper_tree(), simulated),
+        "bars": P.savings_bars(F.long_form(per, ["saving_pct", "slowdown_pct"], ["policy", "size_group"]), simulated),
+        "pareto": P.saving_vs_slowdown(E.summarize(per, by=["size_group"]), simulated),
+    }
+
+
+@pytest.fixture(scope="module")
+def simulated_figs(frames):
+    figs = _figures(frames, True)
+    yield figs
+    for fig in figs.values():
+        plt.close(fig)
+
+
+def test_every_figure_says_simulated(simulated_figs):
+    for name, fig in simulated_figs.items():
+        assert "SIMULATED" in fig._suptitle.get_text(), name
+        assert fig.axes, name
+
+
+def test_measured_data_is_not_called_simulated(frames):
+    assert P.title("x", False) == "x" and "SIMULATED" in P.title("x", True)
+    for fig in (P.tree_diagram(G.paper_tree(), False), P.optimal_heatmap(frames["table"], False)):
+        assert "SIMULATED" not in fig._suptitle.get_text()
+        plt.close(fig)
+
+
+def test_facets_follow_the_data(frames, simulated_figs):
+    figs = simulated_figs
+    assert len(figs["sweep_curves"].axes) == 3                     # time, power, energy
+    assert len([a for a in figs["u_curves"].axes if a.get_title()]) == 3  # one panel per model
+    starred = [c for a in figs["u_curves"].axes for c in a.collections if c.get_label() == "least energy"]
+    assert sum(len(c.get_offsets()) for c in starred) == len(frames["optima"])  # one star per workload
+    texts = [t.get_text() for t in figs["tree"].axes[0].texts]
+    assert {"510 MHz", "612 MHz", "714 MHz", "816 MHz", "1020 MHz"} <= set(texts)
+    assert "n_layers\n<= 7" in texts
+    heat = figs["heatmap"].axes[0]
+    assert [t.get_text() for t in heat.get_yticklabels()] == ["bert-tiny", "pythia-70m", "bert-base"]  # by size

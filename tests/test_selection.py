@@ -1,0 +1,140 @@
+"""Model selection: LOOCV and leave-one-model-out CV on sweeps whose right answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset
+
+from dvfslab import features as F
+from dvfslab import selection as S
+from dvfslab.governors import TreeGovernor
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory):
+    """Training workloads whose optimal level is a function of n_layers and avg_seq_len."""
+    ds = make_dataset(tmp_path_factory.mktemp("s") / "ds", tasks=["sst2", "qnli", "mrpc"])
+    from dvfslab.dataset import load_dataset
+
+    sweep = F.sweep_from_dataset(load_dataset(ds))
+    table = F.feature_table(sweep)
+    return sweep, table
+
+
+def test_the_tree_finds_the_known_rule(known):
+    sweep, table = known
+    keep = ("tree(depth=2,leaf=1,gini)", "tree(depth=2,leaf=2,entropy)", "tree(depth=none,leaf=1,gini)")
+    models = {name: m for name, m in S.candidate_models(quick=True).items() if name in keep}
+    preds = S.cross_validate(models, table, sweep, ["n_layers", "avg_seq_len"])
+    summary = S.summarize_cv(S.fold_metrics(preds))
+    best = S.select_best(summary)
+    row = summary.set_index("model").loc[best]
+    # the rule splits on n_layers > 7 and avg_seq_len > 40: every tree of depth >= 2 recovers it
+    assert row["loocv_accuracy"] == 1.0 and row["loocv_regret_pct"] == 0.0
+    assert row["lomo_accuracy"] == 1.0 and row["lomo_within_one"] == 1.0
+    assert best == "tree(depth=2,leaf=1,gini)"  # first in candidate order among the ties
+
+
+def test_a_single_uninformative_feature_cannot_be_perfect(known):
+    sweep, table = known
+    models = {"tree": S.candidate_models(quick=True)["tree(depth=2,leaf=1,gini)"]}
+    preds = S.cross_validate(models, table, sweep, ["is_decoder"])  # says nothing about layers or length
+    summary = S.summarize_cv(S.fold_metrics(preds)).iloc[0]
+    assert summary["loocv_accuracy"] < 0.6
+    assert summary["loocv_regret_pct"] > 0.0
+
+
+def test_results_are_tidy_one_row_per_model_scheme_group_metric(known):
+    sweep, table = known
+    every = S.candidate_models(quick=True)
+    models = {n: m for n, m in every.items() if S.family(n) != "tree" or n == "tree(depth=2,leaf=1,gini)"}
+    preds = S.cross_validate(models, table, sweep, list(F.FEATURES))
+    metrics = S.fold_metrics(preds)
+    n_wl, n_models = len(table), table["model"].nunique()
+    assert len(metrics) == len(models) * (n_wl + n_models) * len(S.METRICS)
+    assert not metrics.duplicated(["model", "scheme", "held_out", "metric"]).any()
+    lomo = preds[preds["scheme"] == "lomo"]
+    # every leave-one-model-out fold holds out all tasks of exactly one model
+    assert (lomo.groupby("held_out")["workload_id"].apply(lambda w: {x.split("/")[0] for x in w}).map(len) == 1).all()
+    assert set(lomo["held_out"]) == set(table["model"])
+    assert (lomo.groupby(["model", "held_out"]).size() == 3).all()
+    assert set(metrics["family"]) == {"tree", "random_forest", "knn", "logistic_regression", "gradient_boosting"}
+
+
+def test_pooled_summary_is_the_mean_over_workloads(known):
+    sweep, table = known
+    models = {"knn": S.candidate_models(quick=True)["knn"]}
+    preds = S.cross_validate(models, table, sweep, ["params_m"])
+    summary = S.summarize_cv(S.fold_metrics(preds)).iloc[0]
+    lomo = preds[preds["scheme"] == "lomo"]
+    assert summary["lomo_accuracy"] == pytest.approx((lomo["pred_idx"] == lomo["true_idx"]).mean())
+    assert summary["lomo_regret_pct"] == pytest.approx(lomo["regret_pct"].mean())
+
+
+def test_regret_is_read_from_the_measured_sweep(known):
+    sweep, table = known
+    preds = S.cross_validate({"knn": S.candidate_models(quick=True)["knn"]}, table, sweep, ["params_m"], schemes=["loocv"])
+    for _, p in preds.iterrows():
+        wid = p["workload_id"]
+        e_pred = sweep.at(wid, ORIN_FREQS_MHZ[p["pred_idx"]])[0]
+        e_opt = sweep.at(wid, ORIN_FREQS_MHZ[p["true_idx"]])[0]
+        assert p["regret_pct"] == pytest.approx(100 * (e_pred - e_opt) / sweep.baseline_of(wid)[0])
+        assert (p["regret_pct"] == 0) == (p["pred_idx"] == p["true_idx"])
+
+
+def test_fit_model_handles_one_class_and_tiny_training_sets():
+    models = S.candidate_models(quick=True)
+    x = np.array([[1.0], [2.0]])
+    const = S.fit_model(models["logistic_regression"], x, np.array([4, 4]))
+    assert list(const.predict(np.array([[9.0]]))) == [4]
+    knn = S.fit_model(models["knn"], x, np.array([3, 5]))  # k=3 > 2 samples: k shrinks
+    assert knn.named_steps["model"].n_neighbors == 2
+    assert knn.predict(np.array([[1.1]]))[0] in (3, 5)
+
+
+def test_partly_missing_features_are_imputed(tmp_path):
+    from dvfslab.dataset import load_dataset
+
+    ds = load_dataset(make_dataset(tmp_path / "ds", tasks=["sst2", "qnli"], missing={"avg_seq_len": 0.5, "hidden_size": 1.0}))
+    sweep = F.sweep_from_dataset(ds)
+    table = F.feature_table(sweep)
+    used, dropped = F.usable_features(table)
+    assert "hidden_size" in dropped
+    models = {n: S.candidate_models(quick=True)[n] for n in ("tree(depth=3,leaf=1,gini)", "knn", "logistic_regression")}
+    preds = S.cross_validate(models, table, sweep, used)
+    assert preds["pred_idx"].between(0, len(ORIN_FREQS_MHZ) - 1).all()
+
+
+def test_exported_tree_decides_like_the_sklearn_tree(known):
+    sweep, table = known
+    table = table.copy()
+    table.loc[table.index[:4], "avg_seq_len"] = np.nan  # some rows need the stored fill-in value
+    cols = ["n_layers", "avg_seq_len", "gpu_util_pct"]
+    model = S.candidate_models(quick=True)["tree(depth=3,leaf=1,gini)"]
+    tree = S.fit_tree_governor_dict(model, table, cols, sweep)
+    gov = TreeGovernor(tree)
+    fitted = S.fit_model(model, table[cols].to_numpy(float), table["opt_level_idx"].to_numpy(int))
+    expected = [ORIN_FREQS_MHZ[i] for i in fitted.predict(table[cols].to_numpy(float))]
+    assert [gov.decide(r) for r in table.to_dict("records")] == expected
+    assert tree["impute"]["avg_seq_len"] == pytest.approx(table["avg_seq_len"].median())
+
+
+def test_select_best_breaks_ties_by_regret_then_order():
+    summary = pd.DataFrame({"model": ["tree(a)", "tree(b)", "tree(c)", "knn"], "family": ["tree", "tree", "tree", "knn"],
+                            "loocv_accuracy": [0.5, 0.8, 0.8, 0.9], "loocv_regret_pct": [0.1, 2.0, 1.0, 0.0]})
+    assert S.select_best(summary) == "tree(c)"
+    assert S.select_best(summary, family_name=None) == "knn"
+    assert S.select_best(summary, metric="regret_pct") == "tree(a)"
+
+
+def test_one_training_workload_skips_cv(known):
+    sweep, table = known
+    one = table.iloc[:1]
+    models = S.candidate_models(quick=True)
+    preds = S.cross_validate(models, one, sweep, ["n_layers"])
+    assert preds.empty
+    summary = S.summarize_cv(S.fold_metrics(preds), models)
+    assert list(summary["model"]) == list(models)
+    assert S.select_best(summary) == next(iter(models))
