@@ -10,6 +10,7 @@ import pytest
 from dvfslab.backends import get_backend
 from dvfslab.backends.base import (
     ClockControl,
+    DvfsError,
     FrequencyCappedError,
     PowerReader,
     Telemetry,
@@ -223,6 +224,8 @@ def test_clock_errors():
     board.unlock()
     run = board.train(SimWorkload.from_catalog("pythia-410m", "rte"), 10)
     assert run.mean_gpu_freq_mhz <= 612  # the governor respects the mode's cap
+    with pytest.raises(DvfsError, match="n_steps >= 1"):
+        board.train(SimWorkload.from_catalog("pythia-410m", "rte"), 0)
 
 
 def test_workload_outside_the_catalog():

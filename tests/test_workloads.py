@@ -146,6 +146,7 @@ def test_measure_with_a_real_wordpiece_tokenizer(tmp_path):
     got = measure_avg_seq_len("qnli", tok, data_files=tmp_path)
     assert got == pytest.approx(expected)
     assert got > sum(_words(a, b) for a, b in pairs) / 2  # [CLS], [SEP]×2 and word pieces
+    assert measure_avg_seq_len("qnli", str(path.parent), data_files=tmp_path) == pytest.approx(expected)  # AutoTokenizer
 
 
 def test_measure_offline_is_a_clear_error(monkeypatch):

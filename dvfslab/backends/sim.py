@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Backend, ClockState, FrequencyCappedError, PowerSample, check_level
+from .base import Backend, ClockState, DvfsError, FrequencyCappedError, PowerSample, check_level
 from .sim_model import (
     PROFILES,
     BoardProfile,
@@ -252,6 +252,8 @@ class SimBoard:
         seeded data loader; run-to-run noise depends on the seed, the workload and ``run_key``
         (default: a counter). ``on_tick(t_s)`` is called at each multiple of ``tick_s``.
         """
+        if int(n_steps) < 1 or tick_s <= 0:
+            raise DvfsError(f"SimBoard.train needs n_steps >= 1 and tick_s > 0, got {n_steps}, {tick_s}")
         wl = workload if isinstance(workload, SimWorkload) else SimWorkload.from_row(workload)
         run_key = run_key if run_key is not None else f"run{self._runs}"
         self._runs += 1
