@@ -164,3 +164,12 @@ def test_cli_validate_ok_subprocess():
 def test_cli_validate_not_a_directory(tmp_path: Path, capsys):
     assert main(["validate", str(tmp_path / "nope")]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_atomic_write_uses_the_usual_file_mode(tmp_path: Path):
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "meta.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "meta.json").stat().st_mode & 0o777 == 0o644
