@@ -94,6 +94,8 @@ class Sweep:
         self.workloads = workloads[workloads["workload_id"].isin(measured)].reset_index(drop=True)
         self.freq_table_mhz = tuple(sorted(float(f) for f in freq_table_mhz))
         self.source, self.baseline_kind, self.dataset = source, baseline_kind, dataset
+        self._base = {w: (float(e), float(t)) for w, e, t in
+                      zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
         self._curves = {w: (g["freq_mhz"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
                         for w, g in self.levels.groupby("workload_id")}
 
@@ -129,8 +131,10 @@ class Sweep:
 
     def baseline_of(self, workload_id: str) -> tuple[float, float]:
         """``(energy_j, time_s)`` of the baseline (MAXN mean, or highest level)."""
-        row = self.baseline.loc[workload_id]
-        return float(row["energy_j"]), float(row["time_s"])
+        try:
+            return self._base[workload_id]
+        except KeyError:
+            raise SweepError(f"workload {workload_id!r} has no baseline run in this sweep") from None
 
     def oracle_freq(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""

@@ -244,8 +244,37 @@ def tree_from_sklearn(estimator: Any, features: Sequence[str], freq_table_mhz: S
             nodes.append({"feature": features[int(t.feature[i])], "threshold": float(t.threshold[i]),
                           "left": int(t.children_left[i]), "right": int(t.children_right[i])})
     return {"format": TREE_FORMAT, "version": TREE_VERSION, "name": name, "features": list(features),
-            "impute": {k: float(v) for k, v in (impute or {}).items()}, "nodes": nodes,
+            "impute": {k: float(v) for k, v in (impute or {}).items()}, "nodes": prune(nodes),
             "freq_table_mhz": table, "info": dict(info or {})}
+
+
+def prune(nodes: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Collapse splits whose two sides decide the same level (sklearn keeps them); renumber.
+
+    Decisions are unchanged; the tree reads (and draws) as the rule it really is.
+    """
+    out: list[dict] = []
+
+    def build(i: int) -> dict:
+        node = dict(nodes[i])
+        if "freq_mhz" in node:
+            return node
+        left, right = build(node["left"]), build(node["right"])
+        if "freq_mhz" in left and "freq_mhz" in right and left["freq_mhz"] == right["freq_mhz"]:
+            return {"freq_mhz": left["freq_mhz"], "n": left.get("n", 0) + right.get("n", 0)}
+        return {**node, "left": left, "right": right}
+
+    def flatten(node: dict) -> int:
+        idx = len(out)
+        out.append(node)
+        if "freq_mhz" not in node:
+            left, right = node["left"], node["right"]
+            node["left"] = flatten(left)
+            node["right"] = flatten(right)
+        return idx
+
+    flatten(build(0))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,6 +41,11 @@ def _finish_grid(g: sns.FacetGrid, text: str, simulated: bool) -> Figure:
     return g.figure
 
 
+def _model_colors(models: Sequence[str]) -> dict[str, Any]:
+    """One viridis colour per model, in the given (size) order."""
+    return dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
+
+
 def sweep_curves(rel: pd.DataFrame, simulated: bool) -> Figure:
     """Time, power and energy relative to the baseline vs GPU level: one panel per metric,
     one line per workload, coloured by model (ordered by size).
@@ -50,35 +55,57 @@ def sweep_curves(rel: pd.DataFrame, simulated: bool) -> Figure:
     """
     sns.set_theme(style="whitegrid", context="paper")
     order = rel.sort_values(["params_m", "model"])["model"].drop_duplicates().tolist()
-    data = rel.assign(metric=rel["metric"].map(lambda m: METRIC_LABELS.get(m, m)))
-    g = sns.relplot(data=data, x="freq_mhz", y="value", col="metric", hue="model", hue_order=order,
-                    units="workload_id", estimator=None, kind="line", palette="viridis", lw=1, alpha=0.8,
-                    height=3.0, aspect=1.05, facet_kws={"sharey": False})
-    g.set_axis_labels("GPU level (MHz)", "relative to baseline (1 = baseline)")
-    g.set_titles("{col_name}")
-    for ax in g.axes.flat:
+    colors = _model_colors(order)
+    metrics = list(dict.fromkeys(rel["metric"]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics) + 1.6, 3.3), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for (model, _), line in rel[rel["metric"] == metric].groupby(["model", "workload_id"], sort=False):
+            line = line.sort_values("freq_mhz")
+            ax.plot(line["freq_mhz"], line["value"], color=colors[model], lw=1, alpha=0.8)
         ax.axhline(1.0, color="black", lw=0.7, ls=":")
-    return _finish_grid(g, "Time, power and energy vs GPU frequency, one line per workload", simulated)
+        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_xlabel("GPU level (MHz)")
+    axes[0][0].set_ylabel("relative to baseline (1 = baseline)")
+    handles = [plt.Line2D([], [], color=colors[m], lw=2) for m in order]
+    fig.legend(handles, order, title="model", loc="center right", fontsize=7)
+    fig.suptitle(title("Time, power and energy vs GPU frequency, one line per workload", simulated), fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
+    return fig
 
 
 def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wrap: int = 4) -> Figure:
     """Energy (kJ) vs GPU level per workload, one panel per model, the optimum starred.
 
-    ``levels``: model, task, freq_mhz, energy_j; ``optima``: model, task, opt_freq_mhz, opt_energy_j.
+    ``levels``: model, task, freq_mhz, energy_j; ``optima``: model, task, params_m,
+    opt_freq_mhz, opt_energy_j.
     """
     sns.set_theme(style="whitegrid", context="paper")
-    data = levels.assign(energy_kj=levels["energy_j"] / 1e3)
     order = optima.sort_values(["params_m", "model"])["model"].drop_duplicates().tolist()
-    g = sns.relplot(data=data, x="freq_mhz", y="energy_kj", col="model", col_order=order, hue="task", kind="line",
-                    marker="o", markersize=3, col_wrap=min(col_wrap, len(order)), height=2.3, aspect=1.2,
-                    facet_kws={"sharey": False})
-    for model, ax in g.axes_dict.items():
+    tasks = list(dict.fromkeys(levels["task"]))
+    colors = dict(zip(tasks, sns.color_palette("tab10", len(tasks)), strict=False))
+    ncol = min(col_wrap, len(order))
+    nrow = -(-len(order) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol + 1.2, 2.4 * nrow), squeeze=False)
+    for ax, model in zip(axes.flat, order, strict=False):
+        for task, line in levels[levels["model"] == model].groupby("task", sort=False):
+            line = line.sort_values("freq_mhz")
+            ax.plot(line["freq_mhz"], line["energy_j"] / 1e3, marker="o", ms=2.5, lw=1, color=colors[task])
         opt = optima[optima["model"] == model]
         ax.scatter(opt["opt_freq_mhz"], opt["opt_energy_j"] / 1e3, marker="*", s=90, color="black", zorder=5,
                    label="least energy")
-    g.set_axis_labels("GPU level (MHz)", "energy per run (kJ)")
-    g.set_titles("{col_name}")
-    return _finish_grid(g, "Energy U-curves, least-energy level starred", simulated)
+        ax.set_title(model)
+    for ax in axes.flat[len(order):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("energy per run (kJ)")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("GPU level (MHz)")
+    handles = [plt.Line2D([], [], color=colors[t], marker="o", lw=1) for t in tasks]
+    handles.append(plt.Line2D([], [], color="black", marker="*", ls="", ms=9))
+    fig.legend(handles, tasks + ["least energy"], title="task", loc="center right", fontsize=7)
+    fig.suptitle(title("Energy U-curves, least-energy level starred", simulated), fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1 - 1.1 / fig.get_figwidth(), 1))
+    return fig
 
 
 def optimal_heatmap(features: pd.DataFrame, simulated: bool) -> Figure:

@@ -46,11 +46,13 @@ def tree_name(params: Mapping[str, Any]) -> str:
 
 
 def candidate_models(quick: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Candidate sklearn pipelines by name (trees of the grid first, then the other families).
+    """Candidate sklearn pipelines by name (trees of the grid first, then the other families,
+    then ``majority``: the most frequent training level, the yardstick every model must beat).
 
     Every pipeline imputes missing feature values with the training median; distance- and
     gradient-based models also standardize.
     """
+    from sklearn.dummy import DummyClassifier
     from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression
@@ -73,6 +75,8 @@ def candidate_models(quick: bool = False, seed: int = 0) -> dict[str, Any]:
                                               ("model", LogisticRegression(max_iter=2000))])
     models["gradient_boosting"] = Pipeline([("impute", imp()), ("model", GradientBoostingClassifier(
         n_estimators=10, max_depth=2, random_state=seed))])
+    # the yardstick: always the most frequent training level (what a single fixed level learns)
+    models["majority"] = Pipeline([("impute", imp()), ("model", DummyClassifier(strategy="most_frequent"))])
     return models
 
 

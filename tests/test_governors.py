@@ -137,3 +137,20 @@ def test_paper_tree_in_the_registry_fills_missing_values_from_training(sweep_tab
     assert gov.impute["avg_seq_len"] == pytest.approx(table.loc[table["workload_id"].isin(train), "avg_seq_len"].median())
     root = G.build_governors(["mlg-paper"], G.GovernorContext(sweep, table, train, options={"paper_util_split": "root"}))
     assert root["mlg-paper"].tree["info"]["util_split"] == "root"
+
+
+def test_prune_collapses_splits_that_decide_the_same_level():
+    nodes = [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 612.0, "n": 3},
+             {"feature": "b", "threshold": 5.0, "left": 3, "right": 4}, {"freq_mhz": 612.0, "n": 1},
+             {"freq_mhz": 612.0, "n": 2}]
+    assert G.prune(nodes) == [{"freq_mhz": 612.0, "n": 6}]
+    mixed = [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 510.0},
+             {"feature": "b", "threshold": 5.0, "left": 3, "right": 4}, {"freq_mhz": 714.0}, {"freq_mhz": 714.0}]
+    pruned = G.prune(mixed)
+    assert pruned == [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 510.0},
+                      {"freq_mhz": 714.0, "n": 0}]
+    base = {k: v for k, v in G.paper_tree().items() if k != "nodes"}
+    for a, b in ((0.5, 9.0), (3.0, 1.0), (3.0, 7.0)):
+        w = {"a": a, "b": b}
+        assert G.TreeGovernor({**base, "nodes": mixed}).decide(w) == G.TreeGovernor({**base, "nodes": pruned}).decide(w)
+    assert G.prune(G.paper_tree()["nodes"]) == G.paper_tree()["nodes"]

@@ -60,7 +60,8 @@ def test_results_are_tidy_one_row_per_model_scheme_group_metric(known):
     assert (lomo.groupby("held_out")["workload_id"].apply(lambda w: {x.split("/")[0] for x in w}).map(len) == 1).all()
     assert set(lomo["held_out"]) == set(table["model"])
     assert (lomo.groupby(["model", "held_out"]).size() == 3).all()
-    assert set(metrics["family"]) == {"tree", "random_forest", "knn", "logistic_regression", "gradient_boosting"}
+    assert set(metrics["family"]) == {"tree", "random_forest", "knn", "logistic_regression", "gradient_boosting",
+                                      "majority"}
 
 
 def test_pooled_summary_is_the_mean_over_workloads(known):

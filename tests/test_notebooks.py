@@ -1,0 +1,241 @@
+"""The notebook series run by papermill (``dvfslab pipeline``), checked against runs.csv.
+
+The expected numbers are recomputed here from the raw CSV files with the standard library,
+independently of dvfslab.features / dvfslab.evaluate: the oracle's and FFG's savings must match
+summary.json to floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import nbformat
+import pytest
+from analysis_fixtures import ORIN_FREQS_MHZ, XAVIER_FREQS_MHZ, make_dataset
+
+from dvfslab import cli
+from dvfslab import pipeline as PL
+from dvfslab.governors import TreeGovernor
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ.setdefault(var, "1")
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLED = REPO / "data" / "replay"
+EXPECTED_FIGURES = ["sweep_curves", "energy_u_curves", "optimal_level_heatmap", "feature_relations", "cv_comparison",
+                    "mlg_tree", "mlg_paper_tree", "savings_slowdown", "saving_vs_slowdown"]
+GOVERNOR_KEYS = ["mean_saving_pct", "max_saving_pct", "min_saving_pct", "mean_slowdown_pct", "mean_regret_pct"]
+
+
+# --------------------------------------------------------------------------------------------
+# Independent reference computation (stdlib only)
+# --------------------------------------------------------------------------------------------
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def reference(data_dir: Path) -> dict:
+    """Oracle and FFG savings, sweet spot and U-shape share, straight from the CSV files."""
+    meta = json.loads((data_dir / "meta.json").read_text())
+    with open(data_dir / "workloads.csv", newline="") as fh:
+        split = {r["workload_id"]: r["split"] for r in csv.DictReader(fh)}
+    energy, time, base_e, base_t = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
+    with open(data_dir / "runs.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["status"] != "ok":
+                continue
+            if r["policy"] == "fixed":
+                key = (r["workload_id"], float(r["gpu_freq_mhz"]))
+                energy[key].append(float(r["energy_j"]))
+                time[key].append(float(r["time_s"]))
+            elif r["policy"] == "maxn":
+                base_e[r["workload_id"]].append(float(r["energy_j"]))
+                base_t[r["workload_id"]].append(float(r["time_s"]))
+    curves = defaultdict(dict)  # wid -> {freq: (E, T)}
+    for (wid, f), es in energy.items():
+        curves[wid][f] = (_mean(es), _mean(time[(wid, f)]))
+    baseline = {}
+    for wid, curve in curves.items():
+        if meta["baseline"] == "maxn" and base_e[wid]:
+            baseline[wid] = (_mean(base_e[wid]), _mean(base_t[wid]))
+        else:
+            baseline[wid] = curve[max(curve)]
+    oracle_f = {wid: min(curve, key=lambda f: curve[f][0]) for wid, curve in curves.items()}
+    splits = set(split[w] for w in curves)
+    train_split = "characterization" if "characterization" in splits else "evaluation"
+    eval_split = "evaluation" if "evaluation" in splits else "characterization"
+    train = [w for w in curves if split[w] == train_split]
+    test = [w for w in curves if split[w] == eval_split]
+    common = set.intersection(*(set(curves[w]) for w in train))
+    ffg = min(sorted(common), key=lambda f: _mean([curves[w][f][0] / baseline[w][0] for w in train]))
+
+    def saving(wid, f):
+        return 100 * (1 - curves[wid][f][0] / baseline[wid][0])
+
+    def slowdown(wid, f):
+        return 100 * (curves[wid][f][1] / baseline[wid][1] - 1)
+
+    ffg_at = {w: min(curves[w], key=lambda f: (abs(f - ffg), -f)) for w in test}  # nearest measured level
+    return {
+        "n_workloads": len(curves), "ffg_freq_mhz": ffg, "eval_split": eval_split,
+        "sweet_spot": (min(oracle_f.values()), max(oracle_f.values())),
+        "u_shaped": _mean([1.0 if min(c) < oracle_f[w] < max(c) else 0.0 for w, c in curves.items()]),
+        "oracle": [saving(w, oracle_f[w]) for w in test], "oracle_slowdown": [slowdown(w, oracle_f[w]) for w in test],
+        "ffg": [saving(w, ffg_at[w]) for w in test], "ffg_slowdown": [slowdown(w, ffg_at[w]) for w in test],
+        "ffg_regret": [100 * (curves[w][ffg_at[w]][0] - curves[w][oracle_f[w]][0]) / baseline[w][0] for w in test],
+    }
+
+
+def check_summary(out: Path, data: Path) -> dict:
+    """summary.json has every key of the issue and matches the reference computation."""
+    summary = json.loads((out / "summary.json").read_text())
+    ref = reference(data)
+    assert summary["dataset"] == str(data.resolve())
+    assert summary["source"] == json.loads((data / "meta.json").read_text())["source"]
+    assert summary["baseline"] == json.loads((data / "meta.json").read_text())["baseline"]
+    assert summary["n_workloads"] == ref["n_workloads"]
+    ch = summary["characterization"]
+    assert (ch["sweet_spot_mhz"]["min"], ch["sweet_spot_mhz"]["max"]) == ref["sweet_spot"]
+    assert ch["u_shaped_fraction"] == pytest.approx(ref["u_shaped"], abs=1e-12)
+    ms = summary["model_selection"]
+    assert isinstance(ms["best_model"], str) and ms["best_model"].startswith("tree(")
+    for key in ("loocv_accuracy", "grouped_accuracy"):
+        assert 0.0 <= ms[key] <= 1.0
+    gov = summary["governors"]
+    assert set(gov) >= {"maxn", "ffg", "mlg", "mlg-paper", "oracle"}
+    for name in ("maxn", "ffg", "mlg", "mlg-paper", "oracle"):
+        assert set(gov[name]) >= set(GOVERNOR_KEYS), name
+    close = {"rel": 1e-9, "abs": 1e-9}
+    assert summary["evaluation"]["eval_split"] == ref["eval_split"]
+    assert summary["evaluation"]["ffg_freq_mhz"] == ref["ffg_freq_mhz"]
+    for name in ("oracle", "ffg"):
+        assert gov[name]["mean_saving_pct"] == pytest.approx(_mean(ref[name]), **close), name
+        assert gov[name]["max_saving_pct"] == pytest.approx(max(ref[name]), **close), name
+        assert gov[name]["min_saving_pct"] == pytest.approx(min(ref[name]), **close), name
+        assert gov[name]["mean_slowdown_pct"] == pytest.approx(_mean(ref[name + "_slowdown"]), **close), name
+    assert gov["oracle"]["mean_regret_pct"] == 0.0
+    assert gov["ffg"]["mean_regret_pct"] == pytest.approx(_mean(ref["ffg_regret"]), **close)
+    for name in ("mlg", "mlg-paper"):  # no policy beats the oracle, none regrets less than zero
+        assert gov[name]["mean_saving_pct"] <= gov["oracle"]["mean_saving_pct"] + 1e-9
+        assert gov[name]["mean_regret_pct"] >= -1e-9
+        assert gov[name]["mean_saving_pct"] + gov[name]["mean_regret_pct"] == pytest.approx(
+            gov["oracle"]["mean_saving_pct"], **close)
+    assert gov["maxn"]["mean_saving_pct"] == 0.0 and gov["maxn"]["mean_slowdown_pct"] == 0.0
+    return summary
+
+
+def check_outputs(out: Path, html: bool = True) -> None:
+    for name in PL.NOTEBOOKS:
+        executed = nbformat.read(out / f"{name}.ipynb", as_version=4)
+        assert executed.metadata["papermill"]["parameters"]["OUTPUT_DIR"] == str(out.resolve())
+        assert not any(o.get("output_type") == "error" for c in executed.cells for o in c.get("outputs", []))
+        if html:
+            assert (out / f"{name}.html").stat().st_size > 10_000
+    for fig in EXPECTED_FIGURES:
+        png = out / "figures" / f"{fig}.png"
+        assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", fig
+    for table in ("sweep_levels", "features", "cv_results", "cv_summary", "evaluation_per_workload",
+                  "evaluation_summary", "evaluation_by_size", "paper_vs_dvfslab"):
+        assert (out / "tables" / f"{table}.csv").stat().st_size > 0, table
+    TreeGovernor.load(out / "models" / "mlg.json")
+
+
+# --------------------------------------------------------------------------------------------
+# The notebooks as committed
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PL.NOTEBOOKS)
+def test_notebook_is_thin_parameterized_and_without_outputs(name):
+    book = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    params = [c for c in book.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1
+    for var in ("DATA_DIR", "OUTPUT_DIR", "SEED", "QUICK"):
+        assert re.search(rf"^{var}: \w+ = ", params[0].source, re.M), var
+    for cell in book.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None
+            assert not re.search(r"^\s*(def|class) ", cell.source, re.M)
+    sources = "\n".join(c.source for c in book.cells)
+    for fig in PL.FIGURES[name]:
+        assert f'"{fig}.png"' in sources
+
+
+# --------------------------------------------------------------------------------------------
+# End to end (papermill)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def default_data(tmp_path_factory) -> Path:
+    """The bundled dataset; until it exists, a fixture on the Orin's table (said in the report)."""
+    if (BUNDLED / "meta.json").exists():
+        return BUNDLED
+    return make_dataset(tmp_path_factory.mktemp("orin") / "data", freqs_mhz=ORIN_FREQS_MHZ, reps=3)
+
+
+@pytest.mark.slow
+def test_pipeline_on_the_default_data(default_data, tmp_path):
+    out = PL.run_pipeline(default_data, tmp_path / "run", progress=False, log=lambda s: None)
+    check_outputs(out)
+    summary = check_summary(out, default_data)
+    assert summary["pipeline"]["quick"] is False
+    assert summary["source"] != "simulated" or "SIMULATED" in (out / "01_characterization.html").read_text()
+
+
+@pytest.mark.slow
+def test_quick_cli_on_another_board_without_maxn_and_with_missing_features(tmp_path, capsys):
+    data = make_dataset(tmp_path / "xavier", freqs_mhz=XAVIER_FREQS_MHZ, baseline="fmax", tasks=["sst2", "qnli", "rte"],
+                        models=["bert-tiny", "bert-small", "pythia-70m", "bert-base", "pythia-160m", "bert-large"],
+                        missing={"avg_seq_len": 0.3, "hidden_size": 1.0}, failed_runs=3)
+    out = tmp_path / "run"
+    assert cli.main(["pipeline", "--data", str(data), "--out", str(out), "--quick", "--no-html"]) == 0
+    printed = capsys.readouterr().out
+    assert f"pipeline output (SIMULATED data): {out.resolve()}" in printed
+    check_outputs(out, html=False)
+    summary = check_summary(out, data)
+    assert summary["baseline"] == "fmax" and summary["pipeline"]["quick"] is True
+    assert summary["characterization"]["freq_table_mhz"] == XAVIER_FREQS_MHZ
+    assert "hidden_size" in summary["features"]["dropped"]
+    assert "hidden_size" not in summary["model_selection"]["features_used"]
+    assert "avg_seq_len" in summary["model_selection"]["features_used"]
+
+
+@pytest.mark.slow
+def test_a_failing_notebook_is_named_with_its_cell(tmp_path, monkeypatch):
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    book = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('DATA_DIR = ""\nOUTPUT_DIR = ""\nSEED = 0\nQUICK = False', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("raise ValueError('the sweep is empty')"),
+    ])
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(book, nbdir / "01_characterization.ipynb")
+    monkeypatch.setattr(PL, "notebook_dir", lambda: nbdir)
+    data = REPO / "tests" / "data" / "example"
+    with pytest.raises(PL.PipelineError, match=r"01_characterization\.ipynb failed in cell 4 .*ValueError: the sweep is empty"):
+        PL.run_pipeline(data, tmp_path / "run", notebooks=("01_characterization",), progress=False, log=lambda s: None)
+    assert (tmp_path / "run" / "01_characterization.html").exists()  # the failure, readable in a browser
+
+
+def test_invalid_dataset_stops_before_any_kernel(tmp_path, capsys):
+    (tmp_path / "bad").mkdir()
+    assert cli.main(["pipeline", "--data", str(tmp_path / "bad"), "--out", str(tmp_path / "run")]) == 2
+    assert "meta.json" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_default_output_folder_is_timestamped():
+    from datetime import datetime
+
+    assert PL.default_out_dir(datetime(2026, 1, 2, 3, 4, 5)) == Path("runs") / "20260102-030405"
+    assert PL.default_data_dir() == REPO / "data" / "replay"
