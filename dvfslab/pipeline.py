@@ -132,7 +132,8 @@ def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: b
     dst = out_dir / f"{name}.ipynb"
     try:
         papermill.execute_notebook(str(src), str(dst), parameters=dict(parameters), kernel_name=KERNEL,
-                                   progress_bar=progress, log_output=False, cwd=str(out_dir))
+                                   progress_bar=progress, log_output=False, cwd=str(out_dir),
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no start-up chatter
     except PapermillExecutionError as err:
         raise PipelineError(f"notebook {name}.ipynb failed in cell {err.cell_index + 1} (execution count "
                             f"{err.exec_count}): {err.ename}: {err.evalue.strip().splitlines()[0] if err.evalue else ''}"

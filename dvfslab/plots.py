@@ -136,6 +136,11 @@ def cv_comparison(long: pd.DataFrame, simulated: bool) -> Figure:
     ``long``: model, scheme, metric, value (see :func:`dvfslab.selection.comparison`).
     """
     sns.set_theme(style="whitegrid", context="paper")
+    if long.empty:
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.text(0.5, 0.5, "no cross-validation: fewer than two training workloads", ha="center", va="center")
+        ax.axis("off")
+        return _finish(fig, "Model selection", simulated)
     g = sns.catplot(data=long, x="value", y="model", hue="scheme", col="metric", kind="bar", orient="h",
                     height=2.8, aspect=1.0, sharex=False, errorbar=None)
     for metric, ax in g.axes_dict.items():

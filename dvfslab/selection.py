@@ -192,6 +192,8 @@ def comparison(summary: pd.DataFrame, best_tree: str) -> pd.DataFrame:
     """Long-form rows (model, scheme, metric, value) of the chosen tree and every other family."""
     keep = summary[(summary["model"] == best_tree) | (summary["family"] != "tree")]
     long = keep.melt(id_vars=["model", "family"], var_name="column", value_name="value")
+    if long.empty:  # no CV was possible (a single training workload)
+        return pd.DataFrame(columns=["model", "family", "value", "scheme", "metric"])
     long[["scheme", "metric"]] = long["column"].str.split("_", n=1, expand=True)
     return long.drop(columns="column")
 

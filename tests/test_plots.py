@@ -84,3 +84,15 @@ def test_facets_follow_the_data(frames, simulated_figs):
     assert "n_layers\n<= 7" in texts
     heat = figs["heatmap"].axes[0]
     assert [t.get_text() for t in heat.get_yticklabels()] == ["bert-tiny", "pythia-70m", "bert-base"]  # by size
+
+
+def test_model_selection_figure_without_any_cv():
+    import pandas as pd
+
+    no_predictions = pd.DataFrame(columns=["model", "family", "scheme", "held_out", "workload_id", "true_idx",
+                                           "pred_idx", "pred_freq_mhz", "regret_pct"])
+    summary = S.summarize_cv(S.fold_metrics(no_predictions), ["tree(depth=2,leaf=1,gini)", "knn"])
+    fig = P.cv_comparison(S.comparison(summary, "tree(depth=2,leaf=1,gini)"), True)
+    assert "fewer than two training workloads" in fig.axes[0].texts[0].get_text()
+    assert "SIMULATED" in fig._suptitle.get_text()
+    plt.close(fig)

@@ -139,3 +139,4 @@ def test_one_training_workload_skips_cv(known):
     summary = S.summarize_cv(S.fold_metrics(preds), models)
     assert list(summary["model"]) == list(models)
     assert S.select_best(summary) == next(iter(models))
+    assert S.comparison(summary, next(iter(models))).empty

@@ -28,5 +28,6 @@ def run(args) -> int:
             print(f"  {name:>9}: mean saving {g['mean_saving_pct']:6.2f} %  mean slowdown {g['mean_slowdown_pct']:6.2f} %"
                   f"  mean regret {g['mean_regret_pct']:5.2f} %")
     tag = " (SIMULATED data)" if summary.get("source") == "simulated" else ""
-    print(f"pipeline output{tag}: {out}  (summary.json, figures/, tables/, executed notebooks and HTML)")
+    what = "executed notebooks and their HTML" if args.html else "executed notebooks"
+    print(f"pipeline output{tag}: {out}  (summary.json, figures/, tables/, {what})")
     return 0
