@@ -210,7 +210,7 @@ def cool_down(backend: Backend, executor: Executor, sampler: PowerSampler | None
         else:
             cool = True  # nothing to watch: only min_s applies
         waited_s = backend.clock() - t0
-        if cool or waited_s >= settings.timeout_s:
+        if cool or waited_s >= settings.timeout_s - 1e-6:
             return {"waited_s": waited_s, "gpu_temp_c": temp_c, "power_w": power_w,
                     "criterion": "temperature" if temp_c is not None else ("power" if by_power else "none"),
                     "timed_out": not cool}
@@ -295,6 +295,93 @@ class SleepExecutor(BaseExecutor):
         return row
 
 
+class SimExecutor(BaseExecutor):
+    """The digital twin: trains a catalog workload on the simulated board in virtual time.
+
+    Needs the ``sim`` backend (its ``board``). Warm-up and measured steps run through
+    :meth:`~dvfslab.backends.sim.SimBoard.train`, which calls the sampler at every ``tick_s``
+    of virtual time, so energy is measured the way it is on hardware (rails read by
+    :class:`~dvfslab.power.PowerSampler`, trapezoid windows). The twin's own exact integrals go
+    to the run record (``extras["twin"]``). A run's noise depends only on the board seed, the
+    workload and (policy, level, rep), keyed as ``dvfslab simulate`` keys them, so runs are
+    reproducible whatever the order and however often the sweep was resumed.
+    """
+
+    threaded_sampler = False
+
+    def __init__(self, tick_s: float = 0.05, batch_size: int | None = None, max_seq_len: int | None = None):
+        self.tick_s = float(tick_s)
+        self.batch_size = batch_size
+        self.max_seq_len = max_seq_len
+        self._workloads: dict = {}
+
+    @staticmethod
+    def _board(backend: Backend):
+        board = getattr(backend, "board", None)
+        if board is None or not hasattr(board, "train"):
+            raise DvfsError(f"SimExecutor needs the simulated board (--backend sim), not {backend.name!r}")
+        return board
+
+    def _ticker(self, sampler: PowerSampler | None):
+        return None if sampler is None else (lambda _t: sampler.sample_once())
+
+    def wait(self, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
+        """Idle the twin for ``seconds`` of virtual time (no real sleeping), sampling every tick.
+
+        Idles tick by tick and samples after each, rather than passing ``on_tick`` to
+        ``SimBoard.idle``, whose thermal update then covers only the time after the last tick.
+        """
+        board = self._board(backend)
+        if sampler is None:
+            board.idle(seconds) if seconds > 0 else None
+            return
+        end = board.now() + seconds
+        while board.now() < end - 1e-9:
+            board.idle(min(self.tick_s, end - board.now()))
+            sampler.sample_once()
+
+    def workload(self, workload_id: str):
+        """The twin's view of a catalog workload (cached)."""
+        if workload_id not in self._workloads:
+            from .backends.sim import SimWorkload
+            from .sweep import workload_table
+
+            row = workload_table([workload_id]).iloc[0].to_dict()
+            if row.get("n_layers") is None or row["n_layers"] != row["n_layers"]:  # None or NaN
+                raise DvfsError(f"workload {workload_id!r} is not in the catalog (dvfslab.workloads); "
+                                "the simulated board only runs catalog workloads")
+            row.update({k: v for k, v in (("batch_size", self.batch_size), ("max_seq_len", self.max_seq_len))
+                        if v is not None})
+            self._workloads[workload_id] = SimWorkload.from_row(row)
+        return self._workloads[workload_id]
+
+    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
+        from .backends.base import format_mhz
+
+        board, wl, tick = self._board(backend), self.workload(spec.workload_id), self._ticker(sampler)
+        key = f"{spec.policy}/{format_mhz(spec.freq_mhz)}/{spec.rep}" if spec.freq_mhz is not None \
+            else f"{spec.policy}/{spec.rep}"
+        if spec.warmup_steps:
+            board.train(wl, spec.warmup_steps, on_tick=tick, tick_s=self.tick_s, run_key=f"{key}/warmup")
+        if sampler is None:
+            res = board.train(wl, spec.steps, run_key=key)
+            row = {"time_s": res.time_s, "steps": spec.steps}
+        else:
+            sampler.begin_window(spec.run_id)
+            try:
+                res = board.train(wl, spec.steps, on_tick=tick, tick_s=self.tick_s, run_key=key)
+            finally:
+                m = sampler.end_window(spec.run_id)
+            row = measurement_row(m, sampler.total_rails, spec.steps)
+        twin = {"time_s": res.time_s, "energy_j": res.energy_j, "energy_gpu_j": res.energy_gpu_j,
+                "energy_cpu_j": res.energy_cpu_j, "gpu_util_pct": res.gpu_util_pct,
+                "mean_gpu_freq_mhz": res.mean_gpu_freq_mhz, "run_key": key}
+        for col in ("gpu_util_pct", "mean_gpu_freq_mhz"):
+            if row.get(col) is None:
+                row[col] = twin[col]
+        return {**row, "twin": twin}
+
+
 class FinetuneExecutor(BaseExecutor):
     """The Hugging Face fine-tuning harness (:func:`dvfslab.finetune.finetune`) on a real GPU.
 
@@ -320,7 +407,7 @@ class FinetuneExecutor(BaseExecutor):
         from .finetune import finetune
         from .sweep import workload_table
 
-        model, _, task = spec.workload_id.partition("/")
+        model, _, task = spec.workload_id.rpartition("/")
         known = workload_table([spec.workload_id]).iloc[0]
         batch = self.batch_size or _int_or(known["batch_size"], 32)
         seq = self.max_seq_len or _int_or(known["max_seq_len"], 128)

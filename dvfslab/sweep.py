@@ -22,19 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import math
 import os
 import random
 import re
-import signal
 import socket
 import sys
-import tempfile
-import threading
+import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -65,6 +62,7 @@ from .executors import (
     sampler_running,
     set_policy,
 )
+from .sweep_safety import SweepLock, board_lock_path, signals_as_interrupt
 
 ORDERS = ("sequential", "shuffled", "interleaved")
 PLAN_VERSION = 1
@@ -228,6 +226,18 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+VIRTUAL_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)  # as dvfslab simulate
+
+
+def run_timestamp(backend: Backend) -> str:
+    """``started_at``: wall-clock UTC on hardware; on the simulated board its virtual time
+    counted from a fixed epoch (as ``dvfslab simulate`` does), so simulated sweeps are
+    reproducible."""
+    if backend.name == "sim" or backend.description.get("simulated"):
+        return (VIRTUAL_EPOCH + _dt.timedelta(seconds=round(backend.clock()))).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_now()
+
+
 class SweepStore:
     """The sweep directory: plan, per-run files and the consolidated dataset."""
 
@@ -309,176 +319,6 @@ def _plan_diff(a: SweepPlan, b: SweepPlan) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Signals
-# --------------------------------------------------------------------------------------------
-
-
-class SweepInterrupted(KeyboardInterrupt):
-    """SIGTERM / SIGHUP turned into an exception so that every ``finally`` restores the clocks."""
-
-
-@contextlib.contextmanager
-def signals_as_interrupt() -> Iterator[None]:
-    """While active, SIGTERM and SIGHUP raise :class:`SweepInterrupted` in the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, _frame):
-        raise SweepInterrupted(f"received signal {signal.Signals(signum).name}")
-
-    sigs = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s]
-    old = {s: signal.signal(s, handler) for s in sigs}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-
-# --------------------------------------------------------------------------------------------
-# Locks: one sweep per output directory and per board
-# --------------------------------------------------------------------------------------------
-
-
-class SweepLockedError(SweepError):
-    """Another live process holds the lock."""
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-
-
-def _proc_start(pid: int) -> tuple[str, int] | None:
-    """(state, start time in clock ticks since boot) of a process, from /proc; None if unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return fields[0], int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def holder_alive(holder: Mapping) -> bool:
-    """Whether the process recorded in a lock file still runs (same boot, same pid start time).
-
-    A lock from another host cannot be checked and counts as alive.
-    """
-    if holder.get("host") != socket.gethostname():
-        return True
-    if holder.get("boot_id") and _boot_id() and holder["boot_id"] != _boot_id():
-        return False
-    pid = int(holder.get("pid", -1))
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    proc = _proc_start(pid)
-    if proc is not None and (proc[0] in ("Z", "X") or
-                             (holder.get("start_ticks") is not None and proc[1] != holder["start_ticks"])):
-        return False  # a zombie, or the pid was reused by another process
-    return True
-
-
-class SweepLock:
-    """An exclusive lock file created with ``O_CREAT | O_EXCL`` that records its owner.
-
-    A lock whose owner is dead (killed, power loss) is stale and taken over. Checking and
-    replacing a stale lock happens under an ``flock`` on a ``.guard`` file, which the kernel
-    releases when its holder dies, so two starters cannot both take over the same stale lock.
-    """
-
-    def __init__(self, path: str | Path, what: str = "output directory"):
-        self.path = Path(path)
-        self.what = what
-        self.held = False
-
-    def holder(self) -> dict | None:
-        """The owner recorded in the lock file, or None when there is none or it is unreadable."""
-        try:
-            obj = json.loads(self.path.read_text() or "null")
-        except (OSError, json.JSONDecodeError):
-            return None
-        return obj if isinstance(obj, dict) else None
-
-    def acquire(self) -> SweepLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "boot_id": _boot_id(),
-              "start_ticks": (_proc_start(os.getpid()) or (None, None))[1], "since": utc_now(),
-              "argv": sys.argv}
-        with self._guard():
-            for _ in range(2):
-                try:
-                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-                except FileExistsError:
-                    holder = self.holder()
-                    if holder is not None and holder_alive(holder):
-                        raise SweepLockedError(
-                            f"{self.path}: another sweep (pid {holder.get('pid')} on {holder.get('host')}, "
-                            f"since {holder.get('since')}) holds this {self.what}; wait for it, stop it, "
-                            "or delete the lock file if you are sure it is gone") from None
-                    self.path.unlink(missing_ok=True)  # stale: its owner is dead
-                    continue
-                with os.fdopen(fd, "w") as fh:
-                    json.dump(me, fh)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                self.held = True
-                return self
-        raise SweepLockedError(f"{self.path}: could not take the lock; retry")
-
-    def release(self) -> None:
-        if self.held and (self.holder() or {}).get("pid") == os.getpid():
-            self.path.unlink(missing_ok=True)
-        self.held = False
-
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
-            yield
-            return
-        with open(self.path.with_name(self.path.name + ".guard"), "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
-    def __enter__(self) -> SweepLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def board_lock_path(backend: Backend, lock_dir: str | Path | None = None) -> Path | None:
-    """Where the per-board lock lives (``$DVFSLAB_LOCK_DIR`` or the temp dir); None for the twin.
-
-    The board is identified by the backend name and the identity keys of its description
-    (sysfs root, device index, PCI bus id, ...), so fake trees in tests get their own lock.
-    """
-    if backend.clocks is None or backend.name == "sim":
-        return None
-    ident = {k: str(v) for k, v in sorted(backend.description.items()) if k in BOARD_ID_KEYS}
-    digest = hashlib.sha1(json.dumps([backend.name, ident]).encode()).hexdigest()[:16]
-    root = Path(lock_dir or os.environ.get("DVFSLAB_LOCK_DIR") or tempfile.gettempdir())
-    return root / f"dvfslab-board-{backend.name}-{digest}.lock"
-
-
-BOARD_ID_KEYS = ("sysfs_root", "devfreq", "devfreq_path", "gpu_node", "index", "device_index",
-                 "pci_bus_id", "uuid", "serial")
-
-
-# --------------------------------------------------------------------------------------------
 # The sweep
 # --------------------------------------------------------------------------------------------
 
@@ -525,10 +365,13 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
 def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict, table: pd.DataFrame,
              backend: Backend, executor: Executor, cooldown: Cooldown, idle_power_w: float | None,
              progress: bool) -> None:
-    n_failed = 0
+    """Run, commit and report each run. A terminal gets a tqdm bar (runs done / total, current
+    workload and level, ETA from this session's mean run time); a log file gets one line a run."""
+    tty = progress and sys.stderr.isatty()
+    n_failed, t0 = 0, time.monotonic()
     with tqdm(total=len(plan), initial=len(plan) - len(todo), unit="run", desc="sweep", smoothing=0,
-              disable=not progress, dynamic_ncols=True) as bar:
-        for spec in todo:
+              disable=not tty, dynamic_ncols=True) as bar:
+        for i, spec in enumerate(todo, start=1):
             bar.set_postfix_str(f"{spec.workload_id} @ {spec.level_label} rep {spec.rep}"
                                 + (f", {n_failed} failed" if n_failed else ""), refresh=True)
             row, extras = execute_run(spec, backend, executor, cooldown, idle_power_w)
@@ -536,6 +379,15 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
             store.commit(row, extras)
             store.write_dataset(plan, meta, table)
             bar.update()
+            if progress and not tty:
+                per_run_s = (time.monotonic() - t0) / i
+                print(f"sweep [{len(plan) - len(todo) + i}/{len(plan)}] {spec.run_id}: {row['status']}; "
+                      f"ETA {_hms(per_run_s * (len(todo) - i))}", file=sys.stderr, flush=True)
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: Cooldown,
@@ -551,7 +403,7 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
             reset_clocks(backend)
             extras["cooldown"] = cool_down(backend, executor, sampler, cooldown, idle_power_w)
             set_policy(backend, spec)
-            row["started_at"] = utc_now()
+            row["started_at"] = run_timestamp(backend)
             result = dict(executor.run(spec, backend, sampler))
         missing = [c for c in ("time_s", "energy_j")[: 1 + (backend.power is not None)]
                    if _plain(result.get(c)) is None]
@@ -630,7 +482,7 @@ def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
     for wid in workload_ids:
         row = _catalog_row(wid)
         if row is None:
-            model, _, task = wid.partition("/")
+            model, _, task = wid.rpartition("/")
             row = {"workload_id": wid, "model": model, "task": task or model,
                    "split": "characterization" if task in CHARACTERIZATION_TASKS else "evaluation"}
         rows.append(row)
@@ -638,28 +490,14 @@ def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
 
 
 def _catalog_row(workload_id: str) -> dict | None:
-    return None
+    from . import workloads as catalog
 
-
-WORKLOAD_GROUPS = ("all", "characterization", "evaluation")
-
-
-def resolve_workloads(tokens: Sequence[str]) -> list[str]:
-    """Expand ``all`` / ``characterization`` / ``evaluation`` (catalog groups); keep other ids."""
-    out: list[str] = []
-    for tok in tokens:
-        if tok in WORKLOAD_GROUPS:
-            out += _catalog_group(tok)
-        elif "/" not in tok:
-            raise SweepError(f"workload {tok!r} is not an id like 'bert-base/sst2' nor one of "
-                             f"{', '.join(WORKLOAD_GROUPS)}")
-        else:
-            out.append(tok)
-    return list(dict.fromkeys(out))
-
-
-def _catalog_group(group: str) -> list[str]:
-    raise SweepError(f"--workloads {group}: the workload catalog is not available")
+    model, _, task = workload_id.rpartition("/")
+    try:
+        row = catalog.workload_row(model, task)
+    except catalog.UnknownWorkloadError:
+        return None
+    return row if row["workload_id"] == workload_id else None
 
 
 def merge_workloads(table: pd.DataFrame, records: Mapping[str, dict]) -> pd.DataFrame:

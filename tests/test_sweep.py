@@ -26,16 +26,13 @@ from dvfslab.executors import BaseExecutor, Cooldown, cool_down, gpu_temperature
 from dvfslab.sweep import (
     MAXN,
     SweepError,
-    SweepInterrupted,
-    SweepLock,
-    SweepLockedError,
     SweepPlan,
-    holder_alive,
     make_plan,
     run_id_for,
     run_sweep,
     williams_rows,
 )
+from dvfslab.sweep_safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
 
 LEVELS = [306.0, 612.0, 918.0, 1300.5]
 AMBIENT_C, BUSY_C, TAU_S = 30.0, 70.0, 20.0
@@ -442,7 +439,7 @@ def test_lock_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path):
 
 
 def test_board_lock_stops_a_second_sweep_on_the_same_board(tmp_path):
-    from dvfslab.sweep import board_lock_path
+    from dvfslab.sweep_safety import board_lock_path
 
     board = FakeBoard()
     backend = fake_backend(board)

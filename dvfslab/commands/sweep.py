@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Sequence
 
 from ..backends.base import DvfsError
 
@@ -82,6 +84,50 @@ def parse_options(pairs: list[str]) -> dict:
     return opts
 
 
+WORKLOAD_GROUPS = ("all", "characterization", "evaluation")
+
+
+def resolve_workloads(tokens: Sequence[str]) -> list[str]:
+    """Expand ``all`` / ``characterization`` / ``evaluation`` and check ids against the catalog.
+
+    A catalog id is ``model/task`` (``bert-base/sst2``). An id whose model part is itself a
+    path (``EleutherAI/pythia-70m/sst2``, ``./my-model/rte``) is passed through for the
+    fine-tuning harness; anything else unknown to the catalog is an error naming the fix.
+    """
+    from .. import workloads as catalog
+
+    out: list[str] = []
+    for tok in tokens:
+        if tok in WORKLOAD_GROUPS:
+            out += _catalog_group(tok)
+            continue
+        model, sep, task = tok.rpartition("/")
+        if not sep or not model or not task:
+            raise DvfsError(f"workload {tok!r} is not an id like 'bert-base/sst2' nor one of "
+                            f"{', '.join(WORKLOAD_GROUPS)}")
+        if "/" in model or os.path.isdir(model):
+            out.append(tok)
+            continue
+        try:
+            out.append(catalog.workload_id(model, task))
+        except catalog.UnknownWorkloadError as err:
+            raise DvfsError(f"--workloads {tok}: {err}") from None
+    return list(dict.fromkeys(out))
+
+
+def _catalog_group(group: str) -> list[str]:
+    """Catalog ids of a group: the paper's models on its characterization / evaluation tasks."""
+    from .. import workloads as catalog
+
+    def ids(tasks: Sequence[str]) -> list[str]:
+        return [catalog.workload_id(m, t) for m in catalog.PAPER_MODELS for t in tasks]
+
+    evaluation = getattr(catalog, "EVALUATION_WORKLOADS", None) or ids(catalog.EVALUATION_TASKS)
+    groups = {"characterization": ids(catalog.CHARACTERIZATION_TASKS), "evaluation": list(evaluation)}
+    groups["all"] = groups["characterization"] + groups["evaluation"]
+    return groups[group]
+
+
 def make_executor(args):
     from .. import executors
 
@@ -95,7 +141,7 @@ def make_executor(args):
 def run(args) -> int:
     from ..backends import get_backend
     from ..executors import Cooldown
-    from ..sweep import make_plan, resolve_workloads, run_sweep
+    from ..sweep import make_plan, run_sweep
 
     executor = make_executor(args)
     kwargs = {"sysfs_root": args.sysfs_root} if args.backend == "jetson" else {}

@@ -1,0 +1,90 @@
+"""Sweeps on the simulated board (digital twin): the whole grid in seconds, in virtual time."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from dvfslab.backends import get_backend
+from dvfslab.backends.sim import SimBoard, SimWorkload
+from dvfslab.cli import main
+from dvfslab.commands.sweep import resolve_workloads
+from dvfslab.dataset import load_dataset
+from dvfslab.executors import SimExecutor
+from dvfslab.sweep import make_plan, run_sweep
+
+
+@pytest.fixture
+def no_sleep(monkeypatch):
+    """The twin must never sleep for real: every wait is virtual time."""
+    def forbidden(seconds):
+        raise AssertionError(f"time.sleep({seconds}) called during a simulated sweep")
+    monkeypatch.setattr(time, "sleep", forbidden)
+
+
+def test_whole_characterization_grid_on_the_twin(tmp_path, no_sleep):
+    backend = get_backend("sim", seed=0)
+    levels = backend.clocks.levels_mhz()
+    workloads = resolve_workloads(["characterization"])
+    plan = make_plan(workloads, levels, reps=1, steps=5, warmup_steps=1)
+    assert len(workloads) == 27 and len(levels) == 11 and len(plan) == 27 * 12
+    ds = run_sweep(plan, backend, SimExecutor(tick_s=0.05), tmp_path / "grid", progress=False)
+
+    assert ds.simulated and ds.meta["device"]["simulated"] is True and "simulated" in ds.meta["generator"]
+    assert ds.meta["baseline"] == "maxn" and ds.meta["freq_table_mhz"] == levels
+    assert len(ds.runs) == len(plan) and (ds.runs["status"] == "ok").all()
+    assert set(ds.workloads["workload_id"]) == set(workloads)
+    assert (ds.workloads["split"] == "characterization").all()
+    assert ds.runs["started_at"].str.startswith("2026-01-01").all()  # virtual time, not wall time
+
+    # energy read through the PowerSampler agrees with the twin's exact integrals
+    records = [json.loads(p.read_text()) for p in (tmp_path / "grid" / "runs").glob("*.json")]
+    rel = np.array([r["row"]["energy_j"] / r["extras"]["twin"]["energy_j"] - 1 for r in records])
+    assert abs(rel.mean()) < 0.005 and np.abs(rel).max() < 0.05
+    assert all(r["row"]["time_s"] == pytest.approx(r["extras"]["twin"]["time_s"], rel=1e-12) for r in records)
+    # the board cooled between runs, in virtual time, by its GPU temperature
+    cds = [r["extras"]["cooldown"] for r in records]
+    assert all(c["criterion"] == "temperature" and not c["timed_out"] for c in cds)
+    assert sum(c["waited_s"] > 0 for c in cds) > 10
+    assert ds.meta["sweep"]["sessions"][0]["idle_power_w"] > 0
+
+
+def test_fixed_runs_reproduce_the_twins_own_model(tmp_path, no_sleep):
+    """A fixed-level run's time is the twin's, whatever the order and the runs before it."""
+    wids = ["bert-base/sst2", "pythia-70m/mrpc"]
+    plan = make_plan(wids, [306.0, 816.0, 1300.5], reps=2, steps=8, warmup_steps=2, order="shuffled", seed=4)
+    ds = run_sweep(plan, get_backend("sim", seed=3), SimExecutor(), tmp_path / "a", progress=False)
+    for row in ds.runs[ds.runs["policy"] == "fixed"].itertuples():
+        board = SimBoard(seed=3)  # a fresh board: no history at all
+        board.lock(row.gpu_freq_mhz)
+        model, task = row.workload_id.split("/")
+        twin = board.train(SimWorkload.from_catalog(model, task), 8, run_key=f"fixed/{row.gpu_freq_mhz:g}/{row.rep}")
+        assert row.time_s == pytest.approx(twin.time_s, rel=1e-5)  # runs.csv keeps 6 digits
+        assert row.energy_j == pytest.approx(twin.energy_j, rel=0.03)
+    again = run_sweep(plan, get_backend("sim", seed=3), SimExecutor(), tmp_path / "b", progress=False)
+    assert (tmp_path / "a" / "runs.csv").read_bytes() == (tmp_path / "b" / "runs.csv").read_bytes()
+    assert again.runs["run_id"].tolist() == [r.run_id for r in plan.runs]
+
+
+def test_sweep_command_on_the_twin_and_resume(tmp_path, capsys, no_sleep):
+    out = tmp_path / "cli"
+    args = ["sweep", "--backend", "sim", "--workloads", "bert-small/sst2,pythia-70m/rte", "--freqs", "306",
+            "1300.5", "--reps", "2", "--steps", "5", "--warmup-steps", "1", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    assert "12 runs (0 failed), 2 workloads, simulated data" in capsys.readouterr().out
+    ds = load_dataset(out)
+    assert ds.workloads.set_index("workload_id").loc["pythia-70m/rte", "split"] == "evaluation"
+    assert main(args) == 2  # the directory holds a sweep: --resume is required
+    assert "pass --resume" in capsys.readouterr().err
+    before = (out / "runs.csv").read_bytes()
+    assert main(["sweep", "--backend", "sim", "--out", str(out), "--resume", "--no-progress"]) == 0
+    assert (out / "runs.csv").read_bytes() == before  # nothing left to run, nothing changed
+    assert len(json.loads((out / "meta.json").read_text())["sweep"]["sessions"]) == 2
+    assert main(["sweep", "--backend", "sim", "--workloads", "bert-bsae/sst2", "--out", str(tmp_path / "x")]) == 2
+    assert "Did you mean bert-base" in capsys.readouterr().err
+    assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--freqs", "700",
+                 "--out", str(tmp_path / "y")]) == 2
+    assert "not a GPU level" in capsys.readouterr().err
