@@ -386,22 +386,25 @@ class FinetuneExecutor(BaseExecutor):
     """The Hugging Face fine-tuning harness (:func:`dvfslab.finetune.finetune`) on a real GPU.
 
     A workload ``model/task`` trains ``spec.warmup_steps + spec.steps`` optimizer steps; the
-    harness's callback measures the last ``spec.steps`` in the sweep's sampler. The same
-    ``seed`` for every repetition: repetitions repeat the same computation, so their spread
-    is measurement noise. ``batch_size`` / ``max_seq_len`` default to the catalog's values
-    for the workload (else 32 / 128); other keyword arguments go to ``finetune``.
+    harness's callback measures the last ``spec.steps`` in the sweep's sampler. ``model`` is a
+    catalog name, a hub id or a local directory, or a key of ``models`` (name -> config dict
+    or path, e.g. a random-init config for tests). The same ``seed`` for every repetition:
+    repetitions repeat the same computation, so their spread is measurement noise.
+    ``batch_size`` / ``max_seq_len`` default to the catalog's values for the workload (else
+    32 / 128); other keyword arguments go to ``finetune`` (``n_train``, ``data_dir`` ...).
     """
 
     def __init__(self, batch_size: int | None = None, max_seq_len: int | None = None, seed: int = 0,
-                 **finetune_kwargs):
+                 models: Mapping[str, Any] | None = None, **finetune_kwargs):
         self.batch_size = batch_size
         self.max_seq_len = max_seq_len
         self.seed = seed
+        self.models = dict(models or {})
         self.finetune_kwargs = dict(finetune_kwargs)
 
     def describe(self) -> dict:
-        return {**super().describe(), **{k: v for k, v in self.finetune_kwargs.items()
-                                         if isinstance(v, (str, int, float, bool, type(None)))}}
+        return {**super().describe(), "models": sorted(self.models),
+                **{k: v for k, v in self.finetune_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}}
 
     def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
         from .finetune import finetune
@@ -409,13 +412,15 @@ class FinetuneExecutor(BaseExecutor):
 
         model, _, task = spec.workload_id.rpartition("/")
         known = workload_table([spec.workload_id]).iloc[0]
-        batch = self.batch_size or _int_or(known["batch_size"], 32)
-        seq = self.max_seq_len or _int_or(known["max_seq_len"], 128)
-        kwargs = {"progress": False, "save_samples": False, "record_steps": False,
-                  "split": known["split"], **self.finetune_kwargs}
-        res = finetune(model, task, backend=backend, freq_mhz=spec.freq_mhz, policy=spec.policy,
-                       steps=spec.steps + spec.warmup_steps, warmup_steps=spec.warmup_steps,
-                       batch_size=batch, max_seq_len=seq, seed=self.seed, sampler=sampler, **kwargs)
+        kwargs = {"progress": False, "save_samples": False, "record_steps": False, "split": known["split"],
+                  "batch_size": self.batch_size or _int_or(known["batch_size"], 32),
+                  "max_seq_len": self.max_seq_len or _int_or(known["max_seq_len"], 128),
+                  **self.finetune_kwargs}
+        if model in self.models:
+            kwargs["model_label"] = model
+        res = finetune(self.models.get(model, model), task, backend=backend, freq_mhz=spec.freq_mhz,
+                       policy=spec.policy, steps=spec.steps + spec.warmup_steps, warmup_steps=spec.warmup_steps,
+                       seed=self.seed, sampler=sampler, **kwargs)
         row = {k: res.run.get(k) for k in ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w",
                                            "peak_power_w", "gpu_util_pct", "mean_gpu_freq_mhz", "steps",
                                            "eval_metric")}

@@ -484,7 +484,8 @@ def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
         if row is None:
             model, _, task = wid.rpartition("/")
             row = {"workload_id": wid, "model": model, "task": task or model,
-                   "split": "characterization" if task in CHARACTERIZATION_TASKS else "evaluation"}
+                   "split": "characterization" if task.rpartition(":")[2] in CHARACTERIZATION_TASKS
+                   else "evaluation"}
         rows.append(row)
     return pd.DataFrame(rows, columns=list(WORKLOAD_COLUMNS))
 
@@ -502,7 +503,7 @@ def _catalog_row(workload_id: str) -> dict | None:
 
 def merge_workloads(table: pd.DataFrame, records: Mapping[str, dict]) -> pd.DataFrame:
     """The workloads table with the rows executors reported (``extras["workload"]``) applied."""
-    table = table.copy()
+    table = table.astype(object)  # a column that was all empty must accept text and numbers
     index = {w: i for i, w in enumerate(table["workload_id"])}
     for rec in records.values():
         reported = rec.get("extras", {}).get("workload")
