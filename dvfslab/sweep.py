@@ -439,11 +439,12 @@ def sweep_meta(backend: Backend, executor: Executor, plan: SweepPlan, cooldown: 
     stored = stored or {}
     desc = _plain(dict(backend.description))
     simulated = backend.name == "sim" or bool(desc.get("simulated"))
-    for key in ("board", "jetpack", "power_mode"):
+    for key in ("board", "jetpack", "power_mode", "seed"):
         old = stored.get("device", {}).get(key)
         if old is not None and desc.get(key) is not None and old != desc[key]:
             raise SweepError(f"meta.json: this sweep was started with {key}={old!r} but the board now "
-                             f"reports {desc[key]!r}; restore it or start a new --out")
+                             f"reports {key}={desc[key]!r}; resume with the same board and settings "
+                             "(power mode, --seed on the twin) or start a new --out")
     levels = backend.clocks.levels_mhz() if backend.clocks is not None else list(plan.levels_mhz)
     meta = {"schema_version": 1, "source": "simulated" if simulated else "measured", "device": desc,
             "freq_table_mhz": [float(f) for f in levels], "baseline": "fmax",

@@ -28,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--no-maxn", action="store_true", help="leave out the MAXN baseline runs")
     p.add_argument("--order", choices=("sequential", "shuffled", "interleaved"), default="interleaved",
                    help="run order (default interleaved: a Williams design per repetition)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the shuffled order (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the shuffled order and of the simulated board's noise (default 0)")
     p.add_argument("--steps", type=int, default=100, help="measured training steps per run (default 100)")
     p.add_argument("--warmup-steps", type=int, default=10, help="unmeasured steps before each window (default 10)")
     p.add_argument("--resume", action="store_true", help="continue the sweep in --out (its plan.json)")
@@ -144,7 +144,7 @@ def run(args) -> int:
     from ..sweep import make_plan, run_sweep
 
     executor = make_executor(args)
-    kwargs = {"sysfs_root": args.sysfs_root} if args.backend == "jetson" else {}
+    kwargs = {"jetson": {"sysfs_root": args.sysfs_root}, "sim": {"seed": args.seed}}.get(args.backend, {})
     backend = get_backend(args.backend, **kwargs)
     try:
         plan = None
