@@ -450,3 +450,13 @@ def test_board_lock_stops_a_second_sweep_on_the_same_board(tmp_path):
         run_sweep(make_plan(WORKLOADS, LEVELS), backend, VirtualExecutor(board), tmp_path / "other",
                   lock_dir=tmp_path / "locks", workloads=workloads_frame(WORKLOADS), progress=False)
     assert board_lock_path(Backend("sim", clocks=board)) is None
+
+
+def test_progress_without_a_terminal_is_one_line_per_run(tmp_path, capsys):
+    board = FakeBoard()
+    plan = make_plan(WORKLOADS[:1], LEVELS[:2], reps=1, steps=2, warmup_steps=0)
+    run_sweep(plan, fake_backend(board), VirtualExecutor(board), tmp_path / "out", progress=True,
+              cooldown=FAST, workloads=workloads_frame(WORKLOADS[:1]), lock_dir=tmp_path / "locks")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"sweep [{i}/3] {r.run_id}" for i, r in enumerate(plan.runs, 1)]
+    assert all("ok; ETA " in line for line in lines)
