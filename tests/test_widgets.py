@@ -124,7 +124,7 @@ def test_live_panel_refresh_draws_rails_total_clock_load_and_temperature(backend
     assert panel.n_refreshes == 2
 
     px = png_pixels(panel.image.value)
-    assert px.shape == (368, 720, 3)  # 9 x 4.6 in at 80 dpi
+    assert px.shape == (320, 720, 3)  # 9 x 4 in at 80 dpi
     assert px.std() > 20  # a drawn figure, not a blank canvas
 
 
