@@ -250,6 +250,13 @@ def repair_clocks(backend: Backend) -> dict | None:
     Backends that persist their originals (Jetson: ``restore_saved``) get them back here, so
     that a resumed sweep's idle measurement and MAXN runs see the board's own governor.
     """
+    state_file = getattr(backend.clocks, "state_file", None)
+    if state_file is not None:  # never take over clocks another live process holds
+        from .backends.jetson_safety import check_owner
+
+        held = state_file.load()
+        if held is not None:
+            check_owner(held, state_file.path)
     restore = getattr(backend.clocks, "restore_saved", None)
     saved = restore() if callable(restore) else None
     reset_clocks(backend)

@@ -145,3 +145,26 @@ def test_lock_refuses_a_second_sweep_on_the_same_output_or_board(tmp_path, env):
     assert first.returncode == 130, err  # SIGTERM: interrupted cleanly
     assert not (out / ".sweep.lock").exists()
     assert clock_files(board)["min_freq_hz"] == 306_000_000 and clock_files(board)["max_freq_hz"] == 1_300_500_000
+
+
+def test_sweep_does_not_take_over_clocks_a_live_process_holds(tmp_path, env):
+    from dataclasses import replace
+
+    from dvfslab.backends.jetson import open_backend
+    from dvfslab.backends.jetson_safety import make_saved
+
+    board = build_board(tmp_path / "root", "agx-orin-jp6")
+    backend = open_backend(io=board.io(), state_dir=tmp_path / "state")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        st = board.state()
+        saved = make_saved(str(board.root), backend.clocks.node.rel, st["governor"], st["min_freq_hz"],
+                           st["max_freq_hz"])
+        backend.clocks.state_file.save(replace(saved, pid=holder.pid))
+        out = tmp_path / "out"
+        res = subprocess.run(sweep_cmd(board.root, out), env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and f"another dvfslab process (pid {holder.pid}" in res.stderr
+        assert not (out / "runs").exists() or not list((out / "runs").glob("*.json"))
+    finally:
+        holder.kill()
+        holder.wait()
