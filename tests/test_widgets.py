@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import pandas as pd
@@ -132,15 +133,15 @@ def test_live_panel_start_stop_thread_samples_in_real_time(backend):
     panel = LivePowerPanel(backend, refresh_s=0.05, sample_period_s=0.01)
     panel.start()
     assert panel.stop_button.disabled is False and panel.start_button.disabled is True
-    deadline = __import__("time").monotonic() + 5
-    while panel.n_refreshes < 3 and __import__("time").monotonic() < deadline:
-        __import__("time").sleep(0.02)
+    deadline = time.monotonic() + 5
+    while panel.n_refreshes < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
     panel.stop()
     assert panel.n_refreshes >= 3 and panel.error is None
     assert not panel.sampler.running and panel.sampler.n_samples >= 3
     assert panel.start_button.disabled is False and panel.stop_button.disabled is True
     n = panel.n_refreshes
-    __import__("time").sleep(0.15)
+    time.sleep(0.15)
     assert panel.n_refreshes == n  # really stopped
 
 
@@ -184,3 +185,72 @@ def test_sweep_panel_draws_points_as_runs_finish_and_writes_a_dataset(backend, b
     assert dataset.meta["sweep"]["executor"]["class"].endswith("SleepExecutor")
     assert board.state()["min_freq_hz"] == 306_000_000  # clocks given back after the sweep
     assert board.state()["max_freq_hz"] == 1_300_500_000
+
+
+# --------------------------------------------------------------------------------------------
+# On the simulated board (virtual clock)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def twin():
+    from dvfslab.backends import get_backend
+
+    return get_backend("sim", seed=3)
+
+
+def test_sim_load_moves_virtual_time_and_samples_it(twin):
+    from dvfslab.widgets import SimLoad, live_panel
+
+    panel = live_panel(twin, workload_id="bert-base/sst2", refresh_s=0.25, sample_period_s=0.05)
+    assert isinstance(panel.advance, SimLoad) and panel.sampler.threaded is False
+    assert panel.title == "Live power: SIMULATED board (digital twin)"
+    t0 = twin.clock()
+    panel.run(1.0, pace=False)
+    assert panel.n_refreshes == 4
+    assert twin.clock() - t0 >= 1.0  # at least the asked time, in whole training steps
+    frame = panel.sampler.samples()
+    assert np.allclose(np.diff(frame["t_s"]), 0.05)  # one reading per sampler period
+    assert (frame["gpu_util_pct"] > 20).all()  # the board was training, not idle
+    assert panel.readout.value.count("[simulated] GPU") == 1
+    busy_w = frame["total_mw"].mean() / 1000
+
+    dial = FrequencyDial(twin.clocks, simulated=True, guard=panel.board_lock)
+    assert dial.lock(306.0) and dial.message.startswith("[simulated] locked: GPU at 306 MHz")
+    panel.run(1.0, pace=False)
+    low = panel.sampler.samples().iloc[len(frame):]
+    assert (low["gpu_freq_mhz"] == 306.0).all()
+    assert low["total_mw"].mean() / 1000 < busy_w  # lower clock, lower CPU+GPU power
+    assert dial.restore() and twin.board.locked_mhz is None
+
+
+def test_sim_load_idles_without_a_workload(twin):
+    from dvfslab.widgets import live_panel
+
+    panel = live_panel(twin, workload_id=None, refresh_s=0.5, sample_period_s=0.1)
+    panel.run(1.0, pace=False)
+    frame = panel.sampler.samples()
+    assert twin.clock() == pytest.approx(1.0) and len(frame) == 10
+    assert (frame["gpu_util_pct"] == 0).all()
+
+
+def test_sweep_panel_on_the_twin_resumes_and_redraws_finished_runs(twin, tmp_path):
+    from dvfslab.widgets import default_executor, lab_summary, live_panel
+
+    panel = live_panel(twin, workload_id="bert-small/sst2", refresh_s=0.25)
+    plan = make_plan(["bert-small/sst2"], [306.0, 816.0], maxn=False, steps=4, warmup_steps=1)
+    first = SweepPanel(twin, default_executor(twin), tmp_path / "sweep", plan, resume=True,
+                       guard=panel.exclusive_guard())
+    assert panel.exclusive_guard() is panel.board_lock  # one virtual timeline: the panel pauses
+    assert first.title.endswith("SIMULATED board (digital twin)")
+    ds = first.run()
+    assert ds.meta["source"] == "simulated" and first.progress.value == 2
+    assert "[simulated] done: 2/2 runs ok" in first.status.value
+
+    again = SweepPanel(twin, default_executor(twin), tmp_path / "sweep", plan, resume=True)
+    again.run()  # nothing left to run: the finished runs are drawn from runs.csv
+    assert again.progress.value == 2 and len(again.points) == 2
+    assert sorted(again.points_frame()["gpu_freq_mhz"]) == [306.0, 816.0]
+    summary = lab_summary(panel, FrequencyDial(twin.clocks, simulated=True), again)
+    assert summary["simulated"] is True and summary["sweep"]["runs_ok"] == 2
+    assert summary["sweep"]["least_energy_mhz"]["bert-small/sst2"] in (306.0, 816.0)
