@@ -202,7 +202,7 @@ class LivePowerPanel:
     """Rails and CPU+GPU power, GPU clock, load and temperature, redrawn a few times a second.
 
     ``advance(seconds)``: how board time passes between refreshes on a virtual-clock board
-    (:func:`sim_advance`); ``None`` on hardware, where the sampler thread samples by itself.
+    (:class:`SimLoad`); ``None`` on hardware, where the sampler thread samples by itself.
     :meth:`refresh` redraws from the sampler's samples; :meth:`tick` advances then refreshes;
     :meth:`run` does a bounded number of ticks in the calling thread (notebooks executed
     headless); Start/Stop run :meth:`tick` from a background thread.
