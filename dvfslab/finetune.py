@@ -62,11 +62,16 @@ class StepSpan:
 
 @dataclass
 class _Poll:
-    """GPU load and clock readings taken at step ends while measuring (throttled)."""
+    """GPU load and clock readings taken at step ends while measuring (throttled).
+
+    Only for what the power samples do not carry (the Jetson reader's samples carry both).
+    """
 
     util_pct: list[float] = field(default_factory=list)
     freq_mhz: list[float] = field(default_factory=list)
     last_t_s: float = -math.inf
+    want_util: bool = True
+    want_freq: bool = True
 
 
 class DvfsCallback(TrainerCallback):
@@ -218,6 +223,15 @@ class DvfsCallback(TrainerCallback):
         if self.sampler is not None and not self.sampler.running:
             self.sampler.start()
             self._own_sampler = True
+        if self.sampler is not None:  # poll only what the samples lack
+            try:
+                probe = self.sampler.reader.read()
+                self._poll.want_util = probe.gpu_util_pct is None
+                self._poll.want_freq = probe.gpu_freq_mhz is None
+            except Exception as err:  # the sampler counts read failures itself
+                log.debug("probe read failed: %s", err)
+        self._poll.want_util &= self.backend.telemetry is not None
+        self._poll.want_freq &= self.backend.clocks is not None
 
     def _open_run(self) -> None:
         self._begin(RUN_WINDOW)
@@ -246,16 +260,16 @@ class DvfsCallback(TrainerCallback):
 
     def _maybe_poll(self, t_s: float) -> None:
         """Read GPU load and clock every ``poll_period_s`` (fallback when samples lack them)."""
-        if t_s - self._poll.last_t_s < self.poll_period_s:
+        poll = self._poll
+        if not (poll.want_util or poll.want_freq) or t_s - poll.last_t_s < self.poll_period_s:
             return
-        self._poll.last_t_s = t_s
-        tel, clocks = self.backend.telemetry, self.backend.clocks
+        poll.last_t_s = t_s
         try:
-            load = tel.gpu_load_pct() if tel is not None else None
+            load = self.backend.telemetry.gpu_load_pct() if poll.want_util else None
             if load is not None:
-                self._poll.util_pct.append(float(load))
-            if clocks is not None:
-                self._poll.freq_mhz.append(float(clocks.state().cur_freq_mhz))
+                poll.util_pct.append(float(load))
+            if poll.want_freq:
+                poll.freq_mhz.append(float(self.backend.clocks.state().cur_freq_mhz))
         except Exception as err:  # telemetry must never stop training
             log.debug("telemetry poll failed: %s", err)
 

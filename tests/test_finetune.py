@@ -26,7 +26,12 @@ from transformers import TrainerCallback  # noqa: E402
 
 from dvfslab import cli  # noqa: E402
 from dvfslab.backends import get_backend  # noqa: E402
-from dvfslab.backends.base import ClockPermissionError, DvfsError, UnsupportedFrequencyError  # noqa: E402
+from dvfslab.backends.base import (  # noqa: E402
+    Backend,
+    ClockPermissionError,
+    DvfsError,
+    UnsupportedFrequencyError,
+)
 from dvfslab.backends.jetson import open_backend  # noqa: E402
 from dvfslab.dataset import load_dataset  # noqa: E402
 from dvfslab.finetune import DvfsCallback, EnergyNotMeasuredWarning, FinetuneError, finetune  # noqa: E402
@@ -197,6 +202,17 @@ def test_backend_none_records_time_not_energy(backend, tmp_path):
     with pytest.warns(EnergyNotMeasuredWarning), pytest.raises(FinetuneError, match="measures no energy"):
         finetune(TINY_BERT, "synthetic:cola", backend="none", steps=2, out_dir=measured, **QUICK)
     assert len(load_dataset(measured).runs) == 1
+
+
+def test_without_rails_util_and_clock_come_from_polling(backend, board):
+    """A board whose rails are missing: no energy, but GPU load and clock are still recorded."""
+    no_rails = Backend(name="jetson", clocks=backend.clocks, power=None, telemetry=backend.telemetry,
+                       description=backend.description)
+    with pytest.warns(EnergyNotMeasuredWarning):
+        res = finetune(TINY_BERT, "synthetic:sst2", backend=no_rails, freq_mhz=510, steps=3, **QUICK)
+    assert res.run["energy_j"] is None and res.run["time_s"] > 0
+    assert res.run["gpu_util_pct"] == pytest.approx(42.0) and res.run["mean_gpu_freq_mhz"] == pytest.approx(510.0)
+    assert board.state()["max_freq_hz"] == _hz(1300.5)
 
 
 class HalfwayGovernor:
