@@ -83,7 +83,9 @@ class DvfsCallback(TrainerCallback):
     optimizer steps run before the measured windows open. ``sampler``: an existing
     :class:`~dvfslab.power.PowerSampler` to use (a sweep's); otherwise one is made on the
     backend's power reader at ``sample_period_s`` and owned (started and stopped) here.
-    All times come from ``backend.clock``.
+    All times come from ``backend.clock``. ``sync_cuda`` synchronizes the CUDA device at window
+    edges (when CUDA is in use), so queued kernels are charged to the right window; per-step
+    times are not synchronized (that would change what is measured).
     """
 
     def __init__(self, backend: Backend, *, freq_mhz: float | None = None, governor=None,
@@ -238,10 +240,15 @@ class DvfsCallback(TrainerCallback):
         if self._epoch:
             self._begin(f"epoch-{self._epoch}")
 
+    def _sync(self) -> None:
+        if self.sync_cuda and self.sampler is None:  # a sampler made with sync_cuda syncs itself
+            _cuda_sync()
+
     def _begin(self, name: str) -> None:
         if self.sampler is not None:
             t0 = self.sampler.begin_window(name)
         else:
+            self._sync()
             t0 = self.clock()
         self._open.add(name)
         if name == RUN_WINDOW:
@@ -253,6 +260,7 @@ class DvfsCallback(TrainerCallback):
             m = self.sampler.end_window(name)
             t1 = m.t1_s
         else:
+            self._sync()
             m, t1 = None, self.clock()
         if name == RUN_WINDOW:
             self._t_run = (self._t_run[0], t1)
@@ -319,6 +327,14 @@ class DvfsCallback(TrainerCallback):
                 energy = _finite(self.sampler.measure(s.t0_s, s.t1_s).energy_j)
             rows.append({"run_id": run_id, "step": s.step, "time_s": s.time_s, "energy_j": energy})
         return rows
+
+
+def _cuda_sync() -> None:
+    """``torch.cuda.synchronize()`` when CUDA is in use; nothing otherwise."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -416,7 +432,7 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
              tokenizer=None, model_label: str | None = None, policy: str | None = None,
              split: str | None = None, record_steps: bool = True, save_samples: bool = True,
              logging_steps: int = 50, progress: bool = True, callbacks: Sequence = (),
-             trainer_kwargs: Mapping | None = None) -> FinetuneResult:
+             trainer_kwargs: Mapping | None = None, sync_cuda: bool = True) -> FinetuneResult:
     """Fine-tune a sequence classifier on a GLUE task with the clock locked and energy measured.
 
     ``model_name_or_config``: a catalog name (``bert-base``, ``pythia-70m``), a hub id, a
@@ -446,7 +462,8 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
         workload = rec.workload_row(source, model, task, glue.avg_seq_len(tokenized["train"]),
                                     max_seq_len, batch_size, split)
         cb = DvfsCallback(backend, freq_mhz=freq_mhz, governor=governor, features=rec.features_of(workload),
-                          warmup_steps=warmup_steps, sample_period_s=sample_period_s, sampler=sampler)
+                          warmup_steps=warmup_steps, sample_period_s=sample_period_s, sampler=sampler,
+                          sync_cuda=sync_cuda)
         with tempfile.TemporaryDirectory(prefix="dvfslab-trainer-") as tmp:
             trainer = rec.make_trainer(model, tok, tokenized, tmp, [cb, *callbacks], steps=steps, epochs=epochs,
                                        batch_size=batch_size, seed=seed, learning_rate=learning_rate,

@@ -90,8 +90,11 @@ def resolve_model(model, *, random_init: bool = False, label: str | None = None)
     if spec is not None:
         from .workloads import model_config
 
+        if spec.hub_id is None and not random_init:
+            raise FinetuneError(f"{spec.name} has no public pretrained checkpoint; pass --random-init "
+                                "(random_init=True) to fine-tune its architecture from random weights")
         cfg = _config_from_dict(model_config(spec.name))
-        weights = None if random_init or spec.hub_id is None else spec.hub_id
+        weights = None if random_init else spec.hub_id
         return ModelSource(label or spec.name, cfg, weights, spec.hub_id, spec.family, model_type=spec.model_type)
     try:
         cfg = AutoConfig.from_pretrained(name)

@@ -170,12 +170,19 @@ def test_bad_level_and_read_only_clocks_change_nothing(backend, board, tmp_path)
     assert board.state() == original
 
 
-def test_bad_input_is_a_dvfs_error_before_anything_runs(backend, board):
+def test_bad_input_is_a_dvfs_error_before_anything_runs(backend, board, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     original = board.state()
+    with pytest.raises(FinetuneError, match="no tokenizer for 'bert-tiny'.*--random-init"):
+        finetune("bert-tiny", "synthetic:sst2", backend=backend, freq_mhz=612, steps=2, **QUICK)
     with pytest.raises(DvfsError, match="unknown task 'sst3'"):
         finetune(TINY_BERT, "sst3", backend=backend, freq_mhz=612, steps=2, **QUICK)
     with pytest.raises(DvfsError, match="unknown model 'bert-bse'.*Did you mean bert-base"):
         finetune("bert-bse", "synthetic:sst2", backend=backend, freq_mhz=612, steps=2, **QUICK)
+    with pytest.raises(FinetuneError, match="bert-xlarge has no public pretrained checkpoint; pass --random-init"):
+        finetune("bert-xlarge", "synthetic:sst2", backend=backend, freq_mhz=612, steps=2, **QUICK)
     with pytest.raises(FinetuneError, match="warmup-steps 3 leaves nothing"):
         finetune(TINY_BERT, "synthetic:sst2", backend=backend, steps=3, warmup_steps=3, **QUICK)
     with pytest.raises(DvfsError, match="cannot be loaded.*synthetic:qqp"):
