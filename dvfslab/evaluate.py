@@ -24,7 +24,8 @@ from .governors import Governor, GovernorError
 
 PER_WORKLOAD_COLUMNS = ["policy", "workload_id", "model", "task", "split", "params_m", "size_group",
                         "decided_freq_mhz", "freq_mhz", "snapped", "energy_j", "time_s", "baseline_energy_j",
-                        "baseline_time_s", "oracle_energy_j", "saving_pct", "slowdown_pct", "regret_pct", "error"]
+                        "baseline_time_s", "oracle_energy_j", "saving_pct", "slowdown_pct", "regret_pct",
+                        "profiling_steps", "error"]
 SUMMARY_KEYS = ("mean_saving_pct", "max_saving_pct", "min_saving_pct", "mean_slowdown_pct", "mean_regret_pct")
 
 
@@ -35,7 +36,7 @@ def replay_one(governor: Governor, sweep: Sweep, workload: Mapping[str, Any]) ->
     e_o = sweep.at(wid, sweep.oracle_freq(wid))[0]
     row = {"policy": governor.name, "workload_id": wid, "baseline_energy_j": e_b, "baseline_time_s": t_b,
            "oracle_energy_j": e_o, "decided_freq_mhz": np.nan, "freq_mhz": np.nan, "snapped": False,
-           "energy_j": np.nan, "time_s": np.nan, "error": ""}
+           "energy_j": np.nan, "time_s": np.nan, "profiling_steps": 0, "error": ""}
     for key in ("model", "task", "split", "params_m", "size_group"):
         row[key] = workload.get(key)
     try:
@@ -43,12 +44,19 @@ def replay_one(governor: Governor, sweep: Sweep, workload: Mapping[str, Any]) ->
     except GovernorError as err:
         row["error"] = str(err)
         return row
+    freq = None
     if decided is None:
         row["energy_j"], row["time_s"] = e_b, t_b
     else:
         freq = sweep.nearest_level(wid, decided)
         row.update(decided_freq_mhz=float(decided), freq_mhz=freq, snapped=not np.isclose(freq, decided, atol=1e-6))
         row["energy_j"], row["time_s"] = sweep.at(wid, freq)
+    if hasattr(governor, "charge"):  # governors that spend steps deciding (online): their cost counts
+        try:
+            row["energy_j"], row["time_s"], row["profiling_steps"] = governor.charge(wid, freq, row["energy_j"],
+                                                                                    row["time_s"])
+        except GovernorError as err:
+            row.update(energy_j=np.nan, time_s=np.nan, error=str(err))
     return row
 
 
@@ -72,7 +80,8 @@ def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep,
 
 
 def summarize(per_workload: pd.DataFrame, by: Iterable[str] = ()) -> pd.DataFrame:
-    """Per policy (and ``by`` groups): n, mean/max/min saving, mean/max slowdown, mean regret.
+    """Per policy (and ``by`` groups): n, mean/max/min saving, mean/max slowdown, mean regret,
+    mean profiling steps (charged steps spent choosing the level; 0 for most governors).
 
     Means are plain means over workloads; workloads a policy could not decide are left out
     of its figures (``n_failed`` counts them).
@@ -85,17 +94,20 @@ def summarize(per_workload: pd.DataFrame, by: Iterable[str] = ()) -> pd.DataFram
         "mean_saving_pct": g["saving_pct"].mean(), "max_saving_pct": g["saving_pct"].max(),
         "min_saving_pct": g["saving_pct"].min(), "mean_slowdown_pct": g["slowdown_pct"].mean(),
         "max_slowdown_pct": g["slowdown_pct"].max(), "mean_regret_pct": g["regret_pct"].mean(),
+        "profiling_steps": g["profiling_steps"].mean() if "profiling_steps" in per_workload else 0.0,
     })
     return out.reset_index()
 
 
 def summary_dict(summary: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     """``{policy: {mean_saving_pct, max_saving_pct, min_saving_pct, mean_slowdown_pct,
-    mean_regret_pct, n_workloads}}`` from an ungrouped :func:`summarize` frame (NaN -> None)."""
+    mean_regret_pct, n_workloads[, profiling_steps]}}`` from an ungrouped :func:`summarize` frame (NaN -> None)."""
     out = {}
     for _, row in summary.iterrows():
         d: dict[str, float | None] = {k: _num(row[k]) for k in SUMMARY_KEYS}
         d["n_workloads"] = int(row["n_workloads"])
+        if row.get("profiling_steps", 0) and not np.isnan(row["profiling_steps"]):
+            d["profiling_steps"] = float(row["profiling_steps"])
         out[str(row["policy"])] = d
     return out
 

@@ -310,8 +310,16 @@ def register_governor(name: str) -> Callable[[Builder], Builder]:
     return deco
 
 
+# modules that register more governors (curve, online); imported on first use (they import this one)
+EXTENSIONS: tuple[str, ...] = ("dvfslab.curve", "dvfslab.online")
+
+
 def build_governors(names: Iterable[str], ctx: GovernorContext) -> dict[str, Governor]:
     """Build the named governors (in order) from the registry."""
+    import importlib
+
+    for module in EXTENSIONS:
+        importlib.import_module(module)
     out = {}
     for name in names:
         if name not in GOVERNORS:
