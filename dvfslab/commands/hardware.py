@@ -220,19 +220,27 @@ def _exit_code(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
-def run_command(args) -> int:
+def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
+    """Lock ``args.freq`` (``None``: leave the clock alone), run ``args.cmd``, restore.
+
+    ``clocks``: any object with ``lock(freq_mhz, nearest=...)``, ``state()`` and ``reset()``
+    (default: the Jetson clocks under ``args.sysfs_root``); ``dvfslab govern`` reuses this.
+    """
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
     if not cmd:
-        raise DvfsError("no command given; usage: dvfslab run --freq MHZ -- CMD ARGS...")
-    clocks = _clocks(args)
+        raise DvfsError(f"no command given; usage: {prog} ... -- CMD ARGS...")
+    clocks = _clocks(args) if clocks is None else clocks
     fwd = _Forwarder()
     fwd.install()
     locked = False
     try:
-        st = clocks.lock(args.freq, nearest=args.nearest)
+        if args.freq is None:
+            what = "GPU clock left to the board's default governor"
+        else:
+            st = clocks.lock(args.freq, nearest=args.nearest)
+            what = f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz"
         locked = True
-        print(f"dvfslab run: GPU locked at {format_mhz(st.cur_freq_mhz)} MHz; running: {' '.join(cmd)}",
-              file=sys.stderr, flush=True)
+        print(f"{prog}: {what}; running: {' '.join(cmd)}", file=sys.stderr, flush=True)
         try:
             fwd.child = subprocess.Popen(cmd)
         except OSError as err:
@@ -244,10 +252,10 @@ def run_command(args) -> int:
         clocks.reset()  # restore first, then wait for the command to finish
         if fwd.child is not None:
             fwd.child.wait()
-        print(f"dvfslab run: {signal.Signals(sig.signum).name} forwarded to the command", file=sys.stderr)
+        print(f"{prog}: {signal.Signals(sig.signum).name} forwarded to the command", file=sys.stderr)
         return 128 + sig.signum
     finally:
         clocks.reset()
         fwd.uninstall()
         if locked:
-            print(f"dvfslab run: clocks restored: {_state_line(clocks.state())}", file=sys.stderr)
+            print(f"{prog}: clocks restored: {_state_line(clocks.state())}", file=sys.stderr)
