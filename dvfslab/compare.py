@@ -69,14 +69,13 @@ def cv_replay(sweep: Sweep, features: pd.DataFrame, names: Iterable[str], train_
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=[*E.PER_WORKLOAD_COLUMNS, "scheme", "held_out"])
 
 
-def pareto_points(summary: pd.DataFrame) -> pd.DataFrame:
-    """Mean energy and time relative to the baseline per policy (for an energy-vs-time plot),
-    and whether the policy is on the Pareto front (no other is both faster and cheaper)."""
-    pts = pd.DataFrame({"policy": summary["policy"], "energy_rel": 1.0 - summary["mean_saving_pct"] / 100.0,
-                        "time_rel": 1.0 + summary["mean_slowdown_pct"] / 100.0})
-    front = []
-    for _, p in pts.iterrows():
-        dominated = ((pts["energy_rel"] <= p["energy_rel"]) & (pts["time_rel"] <= p["time_rel"])
-                     & ((pts["energy_rel"] < p["energy_rel"]) | (pts["time_rel"] < p["time_rel"]))).any()
-        front.append(not dominated)
-    return pts.assign(pareto=front)
+def pareto_points(summary: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean energy and time relative to the baseline per row of a :func:`dvfslab.evaluate.summarize`
+    frame (for an energy-vs-time plot), the ``keep`` columns, and ``pareto``: no other row is
+    both faster and cheaper."""
+    pts = summary[["policy", *keep]].copy()
+    pts["energy_rel"] = 1.0 - summary["mean_saving_pct"].to_numpy() / 100.0
+    pts["time_rel"] = 1.0 + summary["mean_slowdown_pct"].to_numpy() / 100.0
+    e, t = pts["energy_rel"].to_numpy(), pts["time_rel"].to_numpy()
+    pts["pareto"] = [not ((e <= ei) & (t <= ti) & ((e < ei) | (t < ti))).any() for ei, ti in zip(e, t, strict=True)]
+    return pts.reset_index(drop=True)

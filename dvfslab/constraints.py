@@ -113,7 +113,7 @@ def constraint_report(constrained: pd.DataFrame, unconstrained: pd.DataFrame, sw
                       max_slowdown_pct: float) -> pd.DataFrame:
     """Per policy: how often the limit held (measured slowdown), and what it cost.
 
-    Columns: ``policy``, ``max_slowdown_pct``, ``n_workloads``, ``held_pct`` (% of workloads
+    Columns: ``policy``, ``limit_pct`` (the limit), ``n_workloads``, ``held_pct`` (% of workloads
     whose measured slowdown <= limit), ``worst_slowdown_pct``, ``mean_saving_pct`` (with the
     limit), ``unconstrained_saving_pct``, ``cost_pts`` (saving given up, points),
     ``mean_regret_pct`` (vs the constrained oracle, % of baseline energy).
@@ -133,6 +133,6 @@ def constraint_report(constrained: pd.DataFrame, unconstrained: pd.DataFrame, sw
                         "mean_regret_pct": g["c_regret_pct"].mean()})
     out["unconstrained_saving_pct"] = u.reindex(out.index)
     out["cost_pts"] = out["unconstrained_saving_pct"] - out["mean_saving_pct"]
-    out.insert(0, "max_slowdown_pct", float(max_slowdown_pct))
-    return out.reset_index()[["policy", "max_slowdown_pct", "n_workloads", "held_pct", "worst_slowdown_pct",
+    out.insert(0, "limit_pct", float(max_slowdown_pct))
+    return out.reset_index()[["policy", "limit_pct", "n_workloads", "held_pct", "worst_slowdown_pct",
                               "mean_saving_pct", "unconstrained_saving_pct", "cost_pts", "mean_regret_pct"]]

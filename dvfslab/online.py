@@ -299,6 +299,21 @@ def _build_online(ctx: GovernorContext) -> OnlineGovernor:
     return OnlineGovernor(records, ctx.sweep.freq_table_mhz, **kw)
 
 
+def probing_breakdown(per_workload: pd.DataFrame, sweep: Any, policy: str = "online") -> pd.DataFrame:
+    """Split the online governor's regret per workload into the choice and the probing.
+
+    ``choice_regret_pct``: the locked level's full-run energy over the oracle's;
+    ``probing_cost_pct``: what the probing steps added (both in % of the baseline energy).
+    """
+    rows = per_workload[(per_workload["policy"] == policy) & per_workload["freq_mhz"].notna()]
+    out = rows[["workload_id", "freq_mhz", "profiling_steps", "regret_pct", "slowdown_pct"]].copy()
+    full = [sweep.at(w, f)[0] for w, f in zip(rows["workload_id"], rows["freq_mhz"], strict=True)]
+    out["oracle_freq_mhz"] = [sweep.oracle_freq(w) for w in rows["workload_id"]]
+    out["choice_regret_pct"] = 100.0 * (pd.Series(full, index=rows.index) - rows["oracle_energy_j"]) / rows["baseline_energy_j"]
+    out["probing_cost_pct"] = out["regret_pct"] - out["choice_regret_pct"]
+    return out.reset_index(drop=True)
+
+
 # --------------------------------------------------------------------------------------------
 # Live on a (simulated) board
 # --------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Run the notebook series 01 → 04 with papermill and collect its outputs.
+"""Run the notebook series 01 → 05 with papermill and collect its outputs.
 
 ``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
 other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``. The notebooks
-chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``,
+chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
 ``summary.json``). The output folder then holds:
 
 * ``NN_name.ipynb`` — the executed notebooks (with the parameters they ran with), and
@@ -29,13 +29,14 @@ from .backends.base import DvfsError
 from .dataset import atomic_write_bytes, atomic_write_json, atomic_write_text, load_dataset
 
 NOTEBOOKS: tuple[str, ...] = ("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
-                              "04_governor_evaluation")
+                              "04_governor_evaluation", "05_beyond_the_paper")
 # figures each notebook must leave under figures/ (checked after the run)
 FIGURES: dict[str, tuple[str, ...]] = {
     "01_characterization": ("sweep_curves", "energy_u_curves", "optimal_level_heatmap"),
     "02_feature_engineering": ("feature_relations",),
     "03_model_selection_loocv": ("cv_comparison", "mlg_tree", "mlg_paper_tree"),
     "04_governor_evaluation": ("savings_slowdown", "saving_vs_slowdown"),
+    "05_beyond_the_paper": ("governor_cv", "pareto_energy_time"),
 }
 KERNEL = "python3"
 

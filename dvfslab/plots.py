@@ -218,3 +218,37 @@ def saving_vs_slowdown(summary: pd.DataFrame, simulated: bool) -> Figure:
     ax.set_ylabel("mean energy saving vs baseline (%)")
     ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
     return _finish(fig, "Energy saved vs time lost", simulated)
+
+
+def pareto(points: pd.DataFrame, simulated: bool, text: str = "Energy vs time, mean over workloads") -> Figure:
+    """Mean energy / baseline vs mean time / baseline, one point per policy (and ``limit``
+    when given), the Pareto front joined. ``points``: :func:`dvfslab.compare.pareto_points`."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    style = "limit" if "limit" in points else None
+    sns.scatterplot(data=points, x="time_rel", y="energy_rel", hue="policy", style=style, s=80, ax=ax)
+    front = points[points["pareto"]].sort_values("time_rel")
+    ax.plot(front["time_rel"], front["energy_rel"], color="#7f7f7f", lw=1, ls="--", zorder=0, label="Pareto front")
+    for _, p in points.iterrows():
+        ax.annotate(str(p["policy"]), (p["time_rel"], p["energy_rel"]), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set_xlabel("time / baseline (lower is faster)")
+    ax.set_ylabel("energy / baseline (lower is better)")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return _finish(fig, text, simulated)
+
+
+def governor_cv(summary: pd.DataFrame, simulated: bool) -> Figure:
+    """Mean regret and mean saving per policy, one bar group per CV scheme.
+
+    ``summary``: :func:`dvfslab.evaluate.summarize` with ``by=["scheme"]``.
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    for ax, col in zip(axes, ("mean_regret_pct", "mean_saving_pct"), strict=True):
+        sns.barplot(data=summary, x="policy", y=col, hue="scheme", ax=ax)
+        ax.set_ylabel(METRIC_LABELS.get(col.replace("mean_", ""), col))
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=30, labelsize=7)
+        ax.legend(fontsize=7, title="held out")
+    return _finish(fig, "Governors under cross-validation (training workloads)", simulated)

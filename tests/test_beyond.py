@@ -292,3 +292,46 @@ def test_online_live_on_the_simulated_board():
     ranked = sorted(per_level, key=per_level.get)
     assert out["freq_mhz"] in ranked[:3], (out["freq_mhz"], best, per_level)
     assert out["energy_j"] > out["probe_energy_j"] > 0
+
+
+# --------------------------------------------------------------------------------------------
+# Notebook 05 in the pipeline (papermill)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
+    """A small twin sweep (5 models, 1 rep, with steps.csv): 05 runs after 01-04 and its
+    summary figures agree with the package recomputed here."""
+    from dvfslab import cli
+    from dvfslab import pipeline as PL
+    from dvfslab.govern import load_fixed
+
+    data = tmp_path / "sim"
+    assert cli.main(["simulate", "--out", str(data), "--models", "bert-small,pythia-70m,bert-base,pythia-160m,bert-large",
+                     "--reps", "1", "--no-progress"]) == 0
+    out = PL.run_pipeline(data, tmp_path / "run", quick=True, html=False, progress=False, log=lambda s: None)
+    summary = PL.read_summary(out)
+    gov = summary["governors"]
+    assert {"maxn", "ffg", "mlg", "mlg-paper", "oracle", "curve", "online"} <= set(gov)
+    assert gov["online"]["profiling_steps"] == 26 and "profiling_steps" not in gov["curve"]
+    for name in ("curve", "online"):
+        assert gov[name]["mean_regret_pct"] >= 0 and gov[name]["mean_saving_pct"] <= gov["oracle"]["mean_saving_pct"] + 1e-9
+    beyond = summary["beyond"]
+    assert set(beyond["cv"]) == {"loocv", "lomo"} and set(beyond["cv"]["lomo"]) == set(gov)
+    assert beyond["limit"]["oracle"]["held_pct"] == 100.0 and beyond["limit"]["maxn"]["held_pct"] == 100.0
+    assert all(0 <= v["held_pct"] <= 100 for v in beyond["limit"].values())
+    on = beyond["online"]
+    assert on["choice_regret_pct"] + on["probing_cost_pct"] == pytest.approx(gov["online"]["mean_regret_pct"])
+    assert on["probing_cost_pct"] > 0  # probing is never free
+    # the notebook's curve figure is the package's, recomputed from the same dataset
+    sweep = F.sweep_from_dataset(load_dataset(data))
+    table = F.feature_table(sweep)
+    train = list(table.loc[table["split"] == "characterization", "workload_id"])
+    per = E.replay({"curve": CurveGovernor(CurveModel.fit(sweep, table, train))}, sweep, table,
+                   sweep.workload_ids("evaluation"))
+    assert per["regret_pct"].mean() == pytest.approx(gov["curve"]["mean_regret_pct"], rel=1e-9)
+    assert CurveGovernor.load(out / "models" / "curve.json").decide(table.iloc[0].to_dict()) is not None
+    assert load_fixed(out / "models" / "ffg.json").freq_mhz == summary["evaluation"]["ffg_freq_mhz"]
+    for fig in PL.FIGURES["05_beyond_the_paper"]:
+        assert (out / "figures" / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"

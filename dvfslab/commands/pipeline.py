@@ -1,11 +1,11 @@
-"""``dvfslab pipeline``: run notebooks 01–04 on a dataset with papermill."""
+"""``dvfslab pipeline``: run notebooks 01–05 on a dataset with papermill."""
 
 from __future__ import annotations
 
 
 def register(sub) -> None:
     p = sub.add_parser("pipeline", help="run the notebook series (characterization -> governors) on a dataset",
-                       description="Execute notebooks 01-04 with papermill on a dataset directory and write the "
+                       description="Execute notebooks 01-05 with papermill on a dataset directory and write the "
                                    "executed notebooks, their HTML, figures/*.png, tables/*.csv and summary.json.")
     p.add_argument("--data", metavar="DIR", default=None,
                    help="dataset directory (default: the bundled data/replay)")
@@ -22,11 +22,12 @@ def run(args) -> int:
     out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
     summary = read_summary(out)
     gov = summary.get("governors", {})
-    for name in ("mlg", "mlg-paper", "ffg", "oracle"):
+    for name in ("mlg", "mlg-paper", "ffg", "curve", "online", "oracle"):
         if gov.get(name) and gov[name].get("mean_saving_pct") is not None:
             g = gov[name]
+            steps = f"  ({g['profiling_steps']:g} profiling steps)" if g.get("profiling_steps") else ""
             print(f"  {name:>9}: mean saving {g['mean_saving_pct']:6.2f} %  mean slowdown {g['mean_slowdown_pct']:6.2f} %"
-                  f"  mean regret {g['mean_regret_pct']:5.2f} %")
+                  f"  mean regret {g['mean_regret_pct']:5.2f} %{steps}")
     tag = " (SIMULATED data)" if summary.get("source") == "simulated" else ""
     what = "executed notebooks and their HTML" if args.html else "executed notebooks"
     print(f"pipeline output{tag}: {out}  (summary.json, figures/, tables/, {what})")
