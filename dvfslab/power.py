@@ -136,6 +136,22 @@ class _SampleStore:
         self.has_util = self.has_util or util is not None
         self.has_freq = self.has_freq or freq is not None
 
+    def extend(self, t_s: np.ndarray, rails_mw: Mapping[str, np.ndarray], util: np.ndarray | None,
+               freq: np.ndarray | None) -> None:
+        """Store many samples at once (caller holds ``lock``); same checks as :meth:`append`."""
+        t = np.asarray(t_s, dtype=float)
+        if t.size == 0:
+            return
+        cols = [t, *(np.broadcast_to(np.asarray(rails_mw[r], dtype=float), t.shape) for r in self.rails)]
+        cols += [np.full(t.shape, math.nan) if v is None else np.broadcast_to(np.asarray(v, dtype=float), t.shape)
+                 for v in (util, freq)]
+        if np.any(np.diff(t) < 0) or (self.t and t[0] < self.t[-1]):
+            raise ValueError("sample times must not decrease (within the block and after the stored samples)")
+        self.t.frombytes(t.tobytes())
+        self.rows.frombytes(np.column_stack(cols).tobytes())
+        self.has_util = self.has_util or util is not None
+        self.has_freq = self.has_freq or freq is not None
+
     def arrays(self, t0_s: float | None = None, t1_s: float | None = None) -> SampleArrays:
         """Copy of the samples covering ``[t0_s, t1_s]`` plus one neighbour on each side."""
         with self.lock:
@@ -310,6 +326,19 @@ class PowerSampler:
         if n_lost <= 3 or n_lost % 100 == 0:
             log.warning("power read failed (%d lost so far): %s: %s", n_lost, type(err).__name__, err)
         return None
+
+    def extend(self, t_s, rails_mw: Mapping[str, object], gpu_util_pct=None, gpu_freq_mhz=None) -> int:
+        """Store readings taken at the times ``t_s`` (an array; rails in mW, one array per rail).
+
+        For virtual-time drivers that compute a whole stretch of readings at once (the simulated
+        board's :meth:`~dvfslab.backends.sim.SimPowerReader.read_ticks`); the samples then go
+        through the same windows and integration as those of :meth:`sample_once`. Raises
+        ``KeyError`` for a missing rail and ``ValueError`` when time runs backwards (nothing is
+        stored then). Returns the number of samples stored.
+        """
+        with self._store.lock:
+            self._store.extend(t_s, rails_mw, gpu_util_pct, gpu_freq_mhz)
+        return int(np.size(t_s))
 
     # -- windows -------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import math
 import os
 import random
@@ -31,7 +32,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,8 @@ from .executors import (
     set_policy,
 )
 from .sweep_safety import SweepLock, board_lock_path, signals_as_interrupt
+
+log = logging.getLogger(__name__)
 
 ORDERS = ("sequential", "shuffled", "interleaved")
 PLAN_VERSION = 1
@@ -328,13 +331,22 @@ LOCK_NAME = ".sweep.lock"
 def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_dir: str | Path, *,
               resume: bool = False, retry_failed: bool = True, cooldown: Cooldown | None = None,
               workloads: pd.DataFrame | None = None, progress: bool = True,
-              lock_dir: str | Path | None = None) -> Dataset:
+              lock_dir: str | Path | None = None, on_run: Callable[[dict], object] | None = None,
+              consolidate_s: float = 0.0) -> Dataset:
     """Run (or resume) a sweep into ``out_dir`` and return the validated dataset.
 
     ``plan`` may be None with ``resume=True`` (the stored ``plan.json`` is used). Failed runs
     are recorded with ``status=failed`` and retried on resume unless ``retry_failed=False``.
     The clocks are reset after every run and in every exit path (exception, SIGINT, SIGTERM);
     after a SIGKILL the backend's own state file repairs them on the next start.
+
+    ``on_run(record)`` is called after each run of this session is committed, with its record
+    (``{"row": runs.csv row, "extras": ...}``, as in ``runs/<run_id>.json``), failed runs
+    included: for live plots and progress displays. An exception it raises is logged and the
+    sweep goes on (the run is already on disk). ``consolidate_s``: rewrite ``runs.csv`` and
+    ``meta.json`` after a run only once this many wall seconds have passed since the last
+    rewrite (0: after every run; they are always rewritten at the end, and rebuilt from
+    ``runs/`` on resume) — for the twin, whose runs take milliseconds.
     """
     cooldown = cooldown or Cooldown()
     out = Path(out_dir)
@@ -354,7 +366,8 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
             try:
                 idle_power_w = start_session(backend, executor, cooldown, session)
                 store.write_dataset(plan, meta, table)
-                _run_all(todo, plan, store, meta, table, backend, executor, cooldown, idle_power_w, progress)
+                _run_all(todo, plan, store, meta, table, backend, executor, cooldown, idle_power_w, progress,
+                         on_run, consolidate_s)
             finally:
                 reset_clocks(backend)
                 session["ended_at"] = utc_now()
@@ -364,11 +377,12 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
 
 def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict, table: pd.DataFrame,
              backend: Backend, executor: Executor, cooldown: Cooldown, idle_power_w: float | None,
-             progress: bool) -> None:
+             progress: bool, on_run: Callable[[dict], object] | None = None, consolidate_s: float = 0.0) -> None:
     """Run, commit and report each run. A terminal gets a tqdm bar (runs done / total, current
     workload and level, ETA from this session's mean run time); a log file gets one line a run."""
     tty = progress and sys.stderr.isatty()
     n_failed, t0 = 0, time.monotonic()
+    last_write = t0
     with tqdm(total=len(plan), initial=len(plan) - len(todo), unit="run", desc="sweep", smoothing=0,
               disable=not tty, dynamic_ncols=True) as bar:
         for i, spec in enumerate(todo, start=1):
@@ -377,12 +391,23 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
             row, extras = execute_run(spec, backend, executor, cooldown, idle_power_w)
             n_failed += row["status"] == "failed"
             store.commit(row, extras)
-            store.write_dataset(plan, meta, table)
+            if time.monotonic() - last_write >= consolidate_s or i == len(todo):
+                store.write_dataset(plan, meta, table)
+                last_write = time.monotonic()
             bar.update()
+            if on_run is not None:
+                _notify(on_run, store.records[spec.run_id])
             if progress and not tty:
                 per_run_s = (time.monotonic() - t0) / i
                 print(f"sweep [{len(plan) - len(todo) + i}/{len(plan)}] {spec.run_id}: {row['status']}; "
                       f"ETA {_hms(per_run_s * (len(todo) - i))}", file=sys.stderr, flush=True)
+
+
+def _notify(on_run: Callable[[dict], object], record: dict) -> None:
+    try:
+        on_run(record)
+    except Exception:  # a display must never stop days of measurement
+        log.warning("on_run hook failed for run %s; the sweep goes on", record["row"]["run_id"], exc_info=True)
 
 
 def _hms(seconds: float) -> str:

@@ -145,6 +145,22 @@ def test_a_locked_run_is_the_same_with_and_without_sampler_ticks():
     assert plain.now() == pytest.approx(ticked.now())
 
 
+def test_idling_with_and_without_sampler_ticks_cools_the_board_the_same():
+    wl = SimWorkload.from_catalog("pythia-1b", "qnli")
+    plain, ticked = SimBoard(seed=4), SimBoard(seed=4)
+    for board in (plain, ticked):
+        board.lock(1300.5)
+        board.train(wl, 40, run_key="k")
+    hot = plain.temperature_c()
+    assert ticked.temperature_c() == hot and hot > 60.0
+    ticks = []
+    plain.idle(90.0)
+    ticked.idle(90.0, on_tick=ticks.append, tick_s=0.05)
+    assert len(ticks) == pytest.approx(90.0 / 0.05, abs=1) and ticked.now() == plain.now()
+    assert ticked.temperature_c() == pytest.approx(plain.temperature_c(), abs=1e-9)
+    assert plain.temperature_c() < hot - 20.0  # 1.5 thermal time constants of cooling
+
+
 @pytest.mark.parametrize("lock", [612.0, None], ids=["fixed", "maxn"])
 def test_sampled_rails_integrate_to_the_model_energy(lock):
     backend = open_backend(seed=2)

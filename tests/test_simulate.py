@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from dvfslab.backends.base import DvfsError
+from dvfslab.backends.base import DvfsError, format_mhz
+from dvfslab.backends.sim import SimBoard, SimWorkload
 from dvfslab.cli import main
 from dvfslab.dataset import load_dataset
 from dvfslab.simulate import (
@@ -128,3 +130,48 @@ def test_findings_follow_the_definitions(xavier_quick):
     assert f["interior_minimum"] == f["n_workloads"] == len(ds.workloads)
     assert f["ffg_mhz"] in ds.freq_table_mhz
     assert sum(f["optimal_level_counts"].values()) == f["n_workloads"]
+
+
+def test_simulate_is_a_sweep_with_energy_read_by_the_sampler(tmp_path):
+    plan = make_plan(quick=True, seed=5, models=["bert-small", "pythia-70m"], steps=12, reps=1)
+    work = tmp_path / "work"
+    ds = simulate_dataset(tmp_path / "a", plan, progress=False, work_dir=work)
+    # the sweep's own directory: its plan and one record per run, in the sweep's order
+    stored = json.loads((work / "plan.json").read_text())
+    assert stored["order"] == "interleaved" and len(stored["run_ids"]) == plan.n_runs() == len(ds.runs)
+    records = [json.loads((work / "runs" / f"{rid}.json").read_text()) for rid in stored["run_ids"]]
+    assert [r["row"]["workload_id"] for r in records] == list(ds.runs["workload_id"])
+    assert ds.meta["sweep"]["executor"]["class"].endswith("SimExecutor")
+    # runs.csv holds the sampler's measurement, not the twin's exact integral (close to it)
+    measured = ds.runs["energy_j"].to_numpy()
+    exact = np.array([r["extras"]["twin"]["energy_j"] for r in records])
+    assert np.allclose(measured, [r["row"]["energy_j"] for r in records], rtol=1e-5)
+    assert not np.allclose(measured, exact, rtol=1e-6) and np.allclose(measured, exact, rtol=0.05)  # 1-2 s runs
+    assert all(r["extras"]["n_samples"] >= 2 for r in records)
+    # steps.csv: the same sampler, integrated over each step; the steps add up to the run
+    runs = ds.runs.set_index("run_id")
+    per_run = ds.steps.groupby("run_id")[["time_s", "energy_j"]].sum()
+    whole = runs.loc[per_run.index]
+    assert np.allclose(per_run["time_s"], whole["time_s"], rtol=1e-5)  # 12 steps = the whole run
+    assert np.allclose(per_run["energy_j"], whole["energy_j"], rtol=1e-4)
+    # the same work directory again: resumed, nothing re-run, the same files
+    stamps = {p.name: p.stat().st_mtime_ns for p in (work / "runs").iterdir()}
+    simulate_dataset(tmp_path / "b", plan, progress=False, work_dir=work)
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").iterdir()} == stamps
+    for f in FILES:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    with pytest.raises(DvfsError, match="another directory than --out"):
+        simulate_dataset(work, plan, progress=False, work_dir=work)
+
+
+def test_run_noise_is_keyed_by_the_run_not_by_the_order(xavier_quick):
+    """A fixed run's time is the twin's for its (policy, level, rep) key on a fresh board."""
+    plan, ds = xavier_quick
+    runs = ds.runs[ds.runs["policy"] == "fixed"]
+    for row in runs.iloc[[0, len(runs) // 2, -1]].itertuples():
+        board = SimBoard("agx-xavier", plan.seed)
+        board.lock(row.gpu_freq_mhz)
+        model, task = row.workload_id.split("/")
+        twin = board.train(SimWorkload.from_catalog(model, task), plan.steps,
+                           run_key=f"fixed/{format_mhz(row.gpu_freq_mhz)}/{row.rep}")
+        assert row.time_s == pytest.approx(twin.time_s, rel=1e-5)  # runs.csv keeps 6 digits

@@ -90,3 +90,29 @@ def test_sweep_command_on_the_twin_and_resume(tmp_path, capsys, no_sleep):
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--freqs", "700",
                  "--out", str(tmp_path / "y")]) == 2
     assert "not a GPU level" in capsys.readouterr().err
+
+
+def test_on_run_sees_every_committed_record_and_cannot_stop_the_sweep(tmp_path, no_sleep, caplog):
+    out = tmp_path / "hook"
+    plan = make_plan(["bert-small/sst2", "no-such-model/sst2"], [306.0, 1300.5], reps=1, steps=3,
+                     warmup_steps=0, order="sequential")
+    seen = []
+
+    def on_run(record):
+        lines = (out / "runs.csv").read_text().count("\n") - 1  # consolidated rows on disk right now
+        seen.append((record, lines))
+        if len(seen) == 2:
+            raise RuntimeError("a broken live plot")
+
+    ds = run_sweep(plan, get_backend("sim", seed=1), SimExecutor(), out, progress=False, on_run=on_run,
+                   consolidate_s=1e9)
+    assert [r["row"]["run_id"] for r, _ in seen] == [r.run_id for r in plan.runs]  # one call per run, in order
+    for record, _ in seen:  # exactly what was committed to runs/<run_id>.json
+        assert record == json.loads((out / "runs" / f"{record['row']['run_id']}.json").read_text())
+    statuses = [r["row"]["status"] for r, _ in seen]
+    assert statuses == ["ok"] * 3 + ["failed"] * 3 and "not in the catalog" in seen[-1][0]["row"]["error"]
+    assert "twin" in seen[0][0]["extras"]
+    assert "on_run hook failed" in caplog.text and len(ds.runs) == 6  # the sweep went on
+    # consolidate_s: runs.csv was not rewritten during the sweep, only after its last run
+    assert [lines for _, lines in seen] == [0] * 5 + [6]
+    assert list(ds.runs["run_id"]) == [r.run_id for r in plan.runs]

@@ -12,6 +12,11 @@ virtual time step by step and, when asked, calls ``on_tick(t_s)`` at every multi
     result = backend.board.train(SimWorkload.from_catalog("bert-base", "sst2"), 200,
                                  on_tick=lambda t: sampler.sample_once(), tick_s=0.01)
 
+``on_ticks`` is the bulk form (one call per ``train``/``idle`` with every tick's board state,
+a :class:`TickStates`; :meth:`SimPowerReader.read_ticks` turns them into readings and
+:meth:`~dvfslab.power.PowerSampler.extend` stores them): the same samples without a Python call
+per tick, which is what lets whole characterization grids run in seconds.
+
 With no lock the board is in MAXN (mode 0) and a load-driven governor modelled on
 ``nvhost_podgov`` picks the clock every 50 ms. Physics: :mod:`dvfslab.backends.sim_model`.
 Every number the twin produces is simulated, not measured.
@@ -38,7 +43,7 @@ from .sim_model import (
 )
 
 __all__ = ["PROFILES", "PodGovernor", "SimBackend", "SimBoard", "SimClocks", "SimPowerReader",
-           "SimTelemetry", "SimWorkload", "TrainResult", "open_backend", "stable_seed"]
+           "SimTelemetry", "SimWorkload", "TickStates", "TrainResult", "open_backend", "stable_seed"]
 
 
 def stable_seed(*parts: object) -> list[int]:
@@ -152,7 +157,30 @@ class TrainResult:
         return float((self.step_freq_mhz * self.step_time_s).sum()) / self.time_s
 
 
+@dataclass
+class TickStates:
+    """The board's state at each sampler tick of a stretch of virtual time (simulated).
+
+    ``t_s`` are the tick times; the other arrays hold, per tick, the mean power of the step in
+    progress (W) on the GPU and CPU rails and the DRAM share, the GPU busy fraction and clock.
+    """
+
+    t_s: np.ndarray
+    gpu_w: np.ndarray
+    cpu_w: np.ndarray
+    dram_w: np.ndarray
+    util: np.ndarray
+    freq_mhz: np.ndarray
+
+
 OnTick = Callable[[float], None]
+OnTicks = Callable[[TickStates], None]
+
+
+def tick_times(t_from_s: float, t_to_s: float, tick_s: float) -> np.ndarray:
+    """The multiples of ``tick_s`` in ``(t_from_s, t_to_s]``."""
+    k = np.arange(math.floor(t_from_s / tick_s) + 1, math.floor(t_to_s / tick_s) + 2, dtype=float) * tick_s
+    return k[(k > t_from_s) & (k <= t_to_s)]
 
 
 class SimBoard:
@@ -225,44 +253,71 @@ class SimBoard:
         self._temp_c = target + (self._temp_c - target) * math.exp(-dt_s / self.profile.thermal_tau_s)
 
     # -- idle ----------------------------------------------------------------------------------
-    def idle(self, duration_s: float, *, on_tick: OnTick | None = None, tick_s: float = 0.01) -> None:
-        """Let virtual time pass with the GPU idle (a governed clock drops to its lowest level)."""
+    def idle(self, duration_s: float, *, on_tick: OnTick | None = None, tick_s: float = 0.01,
+             on_ticks: OnTicks | None = None) -> None:
+        """Let virtual time pass with the GPU idle (a governed clock drops to its lowest level).
+
+        ``on_tick(t_s)`` is called at each multiple of ``tick_s``; ``on_ticks`` once with all of
+        them (:class:`TickStates`). The temperature is the same either way.
+        """
+        _check_ticks(on_tick, on_ticks, tick_s)
         if self._locked is None:
             self._freq = self.governor.fmin
             self.governor.reset_idle()
         self._set_idle_state()
-        end = self._t + float(duration_s)
+        start, end, power_w = self._t, self._t + float(duration_s), self._state[0] + self._state[1]
+        if on_ticks is not None:
+            t = tick_times(start, end, tick_s)
+            gpu_w, cpu_w, dram_w, util = self._state
+            on_ticks(TickStates(t, *(np.full(t.shape, v) for v in (gpu_w, cpu_w, dram_w, util, self._freq))))
         if on_tick is not None:
             tick = (math.floor(self._t / tick_s) + 1) * tick_s
             while tick <= end:
+                self._heat(tick - self._t, power_w)  # the board cools between ticks too
                 self._t = tick
                 on_tick(tick)
                 tick += tick_s
-        self._heat(end - self._t, self._state[0] + self._state[1])
+        self._heat(end - self._t, power_w)
         self._t = end
         poll = self.governor.poll_s
         self._next_poll = (math.floor(end / poll) + 1) * poll
 
     # -- training --------------------------------------------------------------------------------
     def train(self, workload: SimWorkload | Mapping, n_steps: int, *, on_tick: OnTick | None = None,
-              tick_s: float = 0.01, run_key: str | None = None) -> TrainResult:
+              tick_s: float = 0.01, run_key: str | None = None, on_ticks: OnTicks | None = None) -> TrainResult:
         """Run ``n_steps`` training steps of ``workload`` from now on; return per-step results.
 
         The batches (padded lengths) depend only on the board seed and the workload, as with a
         seeded data loader; run-to-run noise depends on the seed, the workload and ``run_key``
-        (default: a counter). ``on_tick(t_s)`` is called at each multiple of ``tick_s``.
+        (default: a counter). ``on_tick(t_s)`` is called at each multiple of ``tick_s``;
+        ``on_ticks`` once, at the end, with the state at all of them (:class:`TickStates`).
         """
-        if int(n_steps) < 1 or tick_s <= 0:
-            raise DvfsError(f"SimBoard.train needs n_steps >= 1 and tick_s > 0, got {n_steps}, {tick_s}")
+        if int(n_steps) < 1:
+            raise DvfsError(f"SimBoard.train needs n_steps >= 1, got {n_steps}")
+        _check_ticks(on_tick, on_ticks, tick_s)
         wl = workload if isinstance(workload, SimWorkload) else SimWorkload.from_row(workload)
         run_key = run_key if run_key is not None else f"run{self._runs}"
         self._runs += 1
         table = self._table(wl, int(n_steps), run_key)
         t0 = self._t
+        segments: list | None = [] if on_ticks is not None else None
         if self._locked is not None and on_tick is None:
             step_t, busy, e_gpu, e_cpu, freq = self._train_fixed(table)
+            if on_ticks is not None:
+                ends = t0 + np.cumsum(step_t)
+                segments = (ends, table.gpu_w[:, 0], table.cpu_w[:, 0], table.dram_w[:, 0], table.util[:, 0],
+                            np.full(ends.shape, self._locked))
         else:
-            step_t, busy, e_gpu, e_cpu, freq = self._train_events(table, on_tick, tick_s)
+            step_t, busy, e_gpu, e_cpu, freq = self._train_events(table, on_tick, tick_s, segments)
+            if on_ticks is not None:
+                ends, rows, cols = (np.array(c) for c in zip(*segments, strict=True))
+                rows, cols = rows.astype(int), cols.astype(int)
+                segments = (ends, table.gpu_w[rows, cols], table.cpu_w[rows, cols], table.dram_w[rows, cols],
+                            table.util[rows, cols], table.freq_mhz[cols])
+        if on_ticks is not None:
+            t = tick_times(t0, self._t, tick_s)
+            i = np.minimum(np.searchsorted(segments[0], t, side="right"), len(segments[0]) - 1)
+            on_ticks(TickStates(t, *(np.asarray(col, dtype=float)[i] for col in segments[1:])))
         self._set_idle_state()
         peak = float(((e_gpu + e_cpu) / step_t).max())
         return TrainResult(wl.workload_id, run_key, t0, self._t, step_t, e_gpu, e_cpu, busy, freq, peak)
@@ -286,8 +341,11 @@ class SimBoard:
         self._t += float(time_s.sum())
         return time_s, table.util[:, 0] * time_s, e_gpu, e_cpu, np.full(time_s.shape, self._locked)
 
-    def _train_events(self, table: StepTable, on_tick: OnTick | None, tick_s: float):
-        """Step-by-step event loop: step ends, governor polls and sampler ticks, in time order."""
+    def _train_events(self, table: StepTable, on_tick: OnTick | None, tick_s: float, segments: list | None = None):
+        """Step-by-step event loop: step ends, governor polls and sampler ticks, in time order.
+
+        ``segments`` (a list) receives ``(t_end, step, column)`` for every stretch of constant power.
+        """
         gov, governed = self.governor, self._locked is None
         cols = {f: j for j, f in enumerate(table.freq_mhz.tolist())}
         T, U = table.time_s.tolist(), table.util.tolist()
@@ -316,6 +374,8 @@ class SimBoard:
                 else:
                     t_stop = t_poll
                 dt = t_stop - seg_start
+                if segments is not None:
+                    segments.append((t_stop, i, col))
                 e_gpu[i] += PG[i][col] * dt
                 e_cpu[i] += PC[i][col] * dt
                 busy[i] += Ui * dt
@@ -340,6 +400,13 @@ class SimBoard:
             step_t[i] = t - step_start
         self._t = t
         return step_t, busy, e_gpu, e_cpu, fsum / step_t
+
+
+def _check_ticks(on_tick: OnTick | None, on_ticks: OnTicks | None, tick_s: float) -> None:
+    if on_tick is not None and on_ticks is not None:
+        raise DvfsError("pass on_tick (one call per tick) or on_ticks (one call with every tick), not both")
+    if not tick_s > 0:
+        raise DvfsError(f"tick_s must be > 0 s, got {tick_s!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,6 +449,20 @@ class SimPowerReader:
         self.board = board
         self.rails = board.profile.rails
         self.total_rails = board.profile.total_rails
+
+    def read_ticks(self, ticks: TickStates) -> dict:
+        """Readings at every tick of ``ticks`` at once, with the same noise model and rounding
+        as :meth:`read`: keyword arguments for :meth:`~dvfslab.power.PowerSampler.extend`."""
+        b, n = self.board, ticks.t_s.size
+        p = b.profile
+        watts = {r: np.full(n, w) for r, w in p.other_rails_w.items()}
+        watts[p.gpu_rail], watts[p.cpu_rail] = ticks.gpu_w, ticks.cpu_w
+        if p.dram_rail is not None:
+            watts[p.dram_rail] = watts[p.dram_rail] + ticks.dram_w
+        noise = b._sensor_rng.normal(0.0, p.sensor_sigma, size=(n, len(self.rails)))
+        rails_mw = {r: np.round(watts[r] * 1000.0 * (1.0 + noise[:, j])) for j, r in enumerate(self.rails)}
+        return {"t_s": ticks.t_s, "rails_mw": rails_mw, "gpu_util_pct": 100.0 * ticks.util,
+                "gpu_freq_mhz": ticks.freq_mhz}
 
     def read(self) -> PowerSample:
         b = self.board
