@@ -17,7 +17,8 @@ on principle, then evaluated; docs/governors.md):
   (probing the table's ends for long is what makes a one-phase design expensive).
 * **Fit**: energy per step is power x time. Time per step follows the classic DVFS model
   ``T(f) = a + b / f`` (a part that does not scale with the GPU clock, and one that does),
-  fitted by least squares (``a, b >= 0``) on every probing step after the warm-up; power
+  fitted with ``a, b >= 0`` on every probing step after the warm-up, in log space (a long
+  batch multiplies its step's time: the noise is multiplicative and heavy-tailed); power
   varies much less from step to step than time (a longer batch mostly takes longer), so
   ``P(f)`` is a quadratic least-squares fit of the levels' mean power. ``E(f) = P(f) T(f)``
   is evaluated on the table levels; the final choice is the least among the fine phase's
@@ -172,14 +173,22 @@ def fit_u_curve(steps: Sequence[tuple[float, float, float]], levels_mhz: Sequenc
 
 
 def _fit_time(f: np.ndarray, t: np.ndarray) -> tuple[float, float]:
-    """Least squares ``t = a + b / f`` with ``a, b >= 0`` (a physical time model)."""
-    x = np.column_stack([np.ones_like(f), 1.0 / f])
-    (a, b), *_ = np.linalg.lstsq(x, t, rcond=None)
-    if a < 0:
-        a, b = 0.0, float((t / f).sum() / (1.0 / f ** 2).sum())
-    if b < 0:
-        a, b = float(t.mean()), 0.0
-    return float(a), float(b)
+    """``t = a + b / f`` with ``a, b >= 0``, fitted in log space (multiplicative noise).
+
+    A batch's length scales its whole step, so step-to-step noise multiplies the time; least
+    squares on ``ln t`` weighs a long batch by how many times longer it is, not by how many
+    seconds. Parameterized as ``t = c (phi + (1 - phi) f_max / f)`` with ``phi`` in [0, 1] (the
+    share of the time at ``f_max`` that does not scale with the clock): for each ``phi`` on a
+    fine grid ``ln c`` is the mean residual; the ``phi`` with the least squared error wins.
+    """
+    fmax = float(f.max())
+    phi = np.linspace(0.0, 1.0, 401)[:, None]
+    shape = np.log(phi + (1.0 - phi) * fmax / f[None, :])
+    log_c = (np.log(t)[None, :] - shape).mean(axis=1, keepdims=True)
+    sse = ((np.log(t)[None, :] - shape - log_c) ** 2).sum(axis=1)
+    k = int(np.argmin(sse))
+    c = float(np.exp(log_c[k, 0]))
+    return c * float(phi[k, 0]), c * (1.0 - float(phi[k, 0])) * fmax
 
 
 # --------------------------------------------------------------------------------------------
