@@ -27,7 +27,6 @@ from .live import (
     read_readout,
 )
 from .sweep_panel import (
-    NotifyingExecutor,
     SweepPanel,
     default_executor,
     lab_summary,
@@ -35,7 +34,7 @@ from .sweep_panel import (
 )
 
 __all__ = [
-    "SIM_LABEL", "FrequencyDial", "LivePowerPanel", "NotifyingExecutor", "Readout", "SimLoad",
+    "SIM_LABEL", "FrequencyDial", "LivePowerPanel", "Readout", "SimLoad",
     "SweepPanel", "board_label", "default_executor", "figure_png", "format_readout",
     "is_simulated", "lab_summary", "live_panel", "plot_energy_curve", "plot_live", "read_readout",
 ]

@@ -6,49 +6,13 @@ import contextlib
 import html
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from ..backends.base import Backend, DvfsError
 from .common import board_label, figure_png, ipywidgets, is_simulated, message_html
-
-
-class NotifyingExecutor:
-    """Wrap a sweep executor and report every finished run: ``on_done(spec, result, error)``.
-
-    Everything else (``threaded_sampler``, ``wait``, ``describe``) is the wrapped executor's,
-    so the sweep and its ``meta.json`` see the same executor as without the panel.
-    """
-
-    def __init__(self, inner, on_done: Callable):
-        self.inner = inner
-        self.on_done = on_done
-
-    @property
-    def threaded_sampler(self) -> bool:
-        return getattr(self.inner, "threaded_sampler", True)
-
-    def wait(self, backend: Backend, sampler, seconds: float) -> None:
-        from ..executors import wait
-
-        wait(self.inner, backend, sampler, seconds)
-
-    def describe(self) -> dict:
-        from ..executors import describe_executor
-
-        return describe_executor(self.inner)
-
-    def run(self, spec, backend: Backend, sampler) -> Mapping:
-        try:
-            result = self.inner.run(spec, backend, sampler)
-        except Exception as err:
-            self.on_done(spec, None, err)
-            raise
-        self.on_done(spec, result, None)
-        return result
-
 
 POINT_COLUMNS = ["run_id", "workload_id", "policy", "gpu_freq_mhz", "rep", "time_s", "energy_j", "status"]
 
@@ -124,7 +88,7 @@ class SweepPanel:
     def figure(self):
         return plot_energy_curve(self.points_frame(), title=self.title, levels_mhz=self.levels_mhz)
 
-    def add_run(self, spec, result: Mapping | None, error: BaseException | None = None) -> None:
+    def add_run(self, spec, result: Mapping | None, error: BaseException | str | None = None) -> None:
         """One run finished: record its point, advance the bar, redraw the curve."""
         energy = None if result is None else result.get("energy_j")
         self.points.append({
@@ -134,13 +98,25 @@ class SweepPanel:
             "energy_j": energy, "status": "ok" if error is None and energy is not None else "failed"})
         self.progress.value = min(self.progress.max, self.progress.value + 1)
         what = f"{spec.workload_id} @ {spec.level_label} rep {spec.rep}"
-        msg = (f"{what}: failed ({type(error).__name__}: {error})" if error is not None else
+        why = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        msg = (f"{what}: failed ({why})" if error is not None else
                f"{what}: {energy:.1f} J in {result.get('time_s', math.nan):.1f} s" if energy is not None
                else f"{what}: no energy measured")
         prefix = "[simulated] " if self.simulated else ""
         self.status.value = message_html(f"{prefix}{self.progress.value}/{self.progress.max} runs; "
                                           f"last: {msg}", "error" if error else "info")
         self.image.value = figure_png(self.figure())
+
+    def _on_record(self, record: Mapping) -> None:
+        """``run_sweep``'s ``on_run`` hook: each committed run (ok or failed) becomes a point."""
+        row = record["row"]
+        spec = next((r for r in self.plan.runs if r.run_id == row["run_id"]), None)
+        if spec is None:
+            return
+        if row["status"] == "ok":
+            self.add_run(spec, row)
+        else:
+            self.add_run(spec, None, row.get("error") or "failed")
 
     def _load_existing(self) -> None:
         """On resume, draw the runs a previous session already finished."""
@@ -161,10 +137,9 @@ class SweepPanel:
         self.progress.bar_style = "info"
         try:
             with self.guard:
-                self.dataset = run_sweep(self.plan, self.backend,
-                                         NotifyingExecutor(self.executor, self.add_run), self.out_dir,
+                self.dataset = run_sweep(self.plan, self.backend, self.executor, self.out_dir,
                                          resume=self.resume, cooldown=self.cooldown,
-                                         workloads=self.workloads, progress=False)
+                                         workloads=self.workloads, progress=False, on_run=self._on_record)
         except DvfsError as err:
             self.progress.bar_style = "danger"
             self.status.value = message_html(f"sweep stopped: {err}", "error")
