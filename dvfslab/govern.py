@@ -64,8 +64,9 @@ def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slow
         raise GovernorError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
     if policy == "online":
         raise GovernorError("the online governor probes levels during training and needs each step's energy, which a "
-                            "plain command cannot report; use dvfslab.online.OnlineProfiler inside the training loop "
-                            "(docs/governors.md), or --policy mlg, curve or ffg here")
+                            "plain command cannot report; add dvfslab.online_callback.OnlineDvfsCallback to your Trainer's "
+                            "callbacks (or drive dvfslab.online.OnlineProfiler in your own loop; docs/governors.md), or "
+                            "use --policy mlg, curve or ffg here")
     if policy == "mlg-paper":
         gov = TreeGovernor(paper_tree(), name="mlg-paper")
     elif model is None:
