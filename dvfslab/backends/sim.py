@@ -257,8 +257,8 @@ class SimBoard:
              on_ticks: OnTicks | None = None) -> None:
         """Let virtual time pass with the GPU idle (a governed clock drops to its lowest level).
 
-        ``on_tick(t_s)`` is called at each multiple of ``tick_s``; ``on_ticks`` once with all of
-        them (:class:`TickStates`). The temperature is the same either way.
+        ``on_tick(t_s)`` is called at each multiple of ``tick_s``; ``on_ticks`` once, at the end,
+        with all of them (:class:`TickStates`). The temperature is the same either way.
         """
         _check_ticks(on_tick, on_ticks, tick_s)
         if self._locked is None:
@@ -266,10 +266,6 @@ class SimBoard:
             self.governor.reset_idle()
         self._set_idle_state()
         start, end, power_w = self._t, self._t + float(duration_s), self._state[0] + self._state[1]
-        if on_ticks is not None:
-            t = tick_times(start, end, tick_s)
-            gpu_w, cpu_w, dram_w, util = self._state
-            on_ticks(TickStates(t, *(np.full(t.shape, v) for v in (gpu_w, cpu_w, dram_w, util, self._freq))))
         if on_tick is not None:
             tick = (math.floor(self._t / tick_s) + 1) * tick_s
             while tick <= end:
@@ -281,6 +277,9 @@ class SimBoard:
         self._t = end
         poll = self.governor.poll_s
         self._next_poll = (math.floor(end / poll) + 1) * poll
+        if on_ticks is not None:  # at the end, as in train
+            t = tick_times(start, end, tick_s)
+            on_ticks(TickStates(t, *(np.full(t.shape, v) for v in (*self._state, self._freq))))
 
     # -- training --------------------------------------------------------------------------------
     def train(self, workload: SimWorkload | Mapping, n_steps: int, *, on_tick: OnTick | None = None,
