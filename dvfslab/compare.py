@@ -53,7 +53,8 @@ def cv_replay(sweep: Sweep, features: pd.DataFrame, names: Iterable[str], train_
     full = fold_context(sweep, features, train_ids, None, feature_cols, options)
     static = build_governors([n for n in names if n in STATIC], full)
     out = []
-    jobs = [(s, g) for s in schemes for g in pd.unique(rows["workload_id"] if s == "loocv" else rows["model"])]
+    groups = {s: pd.unique(rows["workload_id"] if s == "loocv" else rows["model"]) for s in schemes}
+    jobs = [(s, g) for s in schemes if len(groups[s]) >= 2 for g in groups[s]]  # one group: nothing to hold out
     for scheme, group in tqdm(jobs, desc="governor CV", disable=not progress):
         col = "workload_id" if scheme == "loocv" else "model"
         held = list(rows.loc[rows[col] == group, "workload_id"])

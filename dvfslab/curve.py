@@ -79,10 +79,12 @@ class CurveModel:
     @classmethod
     def fit(cls, sweep: Sweep, features: pd.DataFrame, train_ids: Iterable[str], alpha: float = DEFAULT_ALPHA,
             candidates: Mapping[str, str] = CURVE_FEATURES) -> CurveModel:
-        """Fit on the training workloads' measured curves (levels they were all run at)."""
+        """Fit on the training workloads' measured curves (levels they were all run at).
+
+        With a single training workload the slopes are zero: the prediction is its curve."""
         train_ids = list(train_ids)
-        if len(train_ids) < 2:
-            raise GovernorError(f"curve: needs at least two training workloads, got {len(train_ids)}")
+        if not train_ids:
+            raise GovernorError("curve: needs at least one training workload")
         rows = features.set_index("workload_id").loc[train_ids]
         used = [c for c in candidates if c in rows and rows[c].notna().any()]
         impute = {c: float(rows[c].median()) for c in used}
