@@ -8,6 +8,10 @@ For a workload ``w`` and a policy ``p`` (ARCHITECTURE.md, "Evaluation definition
 * ``saving_pct = 100 (1 - E_p / E_b)``, ``slowdown_pct = 100 (T_p / T_b - 1)``,
   ``regret_pct = 100 (E_p - E_oracle) / E_b`` with means over the ok repetitions.
 
+A governor that spends steps choosing (the online governor) also has ``charge(workload_id,
+freq_mhz, energy_j, time_s) -> (energy_j, time_s, profiling_steps)``: its probing steps'
+energy and time replace the first steps of the run, and ``profiling_steps`` says how many.
+
 Evaluation is generic: any object with ``name`` and ``decide`` can be replayed.
 """
 

@@ -170,6 +170,32 @@ def test_slowdown_guard_steps_up_from_a_level_that_is_too_slow(curve_sweep):
         constrain(G.FixedGovernor(306.0), 10.0)
 
 
+def test_cv_replay_holds_out_each_workload_once_per_scheme(curve_sweep):
+    from dvfslab.compare import cv_replay
+
+    sweep, table, train = curve_sweep
+    cv = cv_replay(sweep, table, ["ffg", "curve", "oracle"], train, options={"curve_alpha": 1e-6})
+    for (scheme, policy), g in cv.groupby(["scheme", "policy"]):
+        assert sorted(g["workload_id"]) == sorted(train), (scheme, policy)
+    assert set(cv["scheme"]) == {"loocv", "lomo"}
+    assert (cv.loc[cv["policy"] == "oracle", "regret_pct"] == 0).all()
+    # held-out workloads inside the training range of layers: the curve model still finds their optimum
+    inner = cv[(cv["policy"] == "curve") & ~cv["workload_id"].isin([f"toy-{LAYERS[0]}/a", f"toy-{LAYERS[-1]}/a"])]
+    assert inner["regret_pct"].max() < 1e-9
+    lomo = cv[cv["scheme"] == "lomo"]
+    assert (lomo["held_out"] == lomo["workload_id"].str.split("/").str[0]).all()
+
+
+def test_pareto_front():
+    from dvfslab.compare import pareto_points
+
+    s = pd.DataFrame({"policy": ["a", "b", "c", "d"], "mean_saving_pct": [0.0, 20.0, 10.0, 25.0],
+                      "mean_slowdown_pct": [0.0, 50.0, 60.0, 90.0]})
+    pts = pareto_points(s).set_index("policy")
+    assert pts["pareto"].to_dict() == {"a": True, "b": True, "c": False, "d": True}  # c: slower and costlier than b
+    assert pts.loc["b", "energy_rel"] == pytest.approx(0.8) and pts.loc["b", "time_rel"] == pytest.approx(1.5)
+
+
 # --------------------------------------------------------------------------------------------
 # Online
 # --------------------------------------------------------------------------------------------
