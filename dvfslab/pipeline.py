@@ -113,7 +113,7 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Any:
     from IPython.display import Image
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")  # keeps legends placed outside the axes
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
     return Image(data=buf.getvalue(), format="png")

@@ -250,5 +250,9 @@ def governor_cv(summary: pd.DataFrame, simulated: bool) -> Figure:
         ax.set_ylabel(METRIC_LABELS.get(col.replace("mean_", ""), col))
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=30, labelsize=7)
-        ax.legend(fontsize=7, title="held out")
+        handles, labels = ax.get_legend_handles_labels()
+        ax.get_legend().remove()
+    # one legend outside the axes: inside, it would hide the bars that reach the top
+    fig.legend(handles, labels, title="held out", fontsize=7, title_fontsize=7,
+               loc="center left", bbox_to_anchor=(1.0, 0.5))
     return _finish(fig, "Governors under cross-validation (training workloads)", simulated)
