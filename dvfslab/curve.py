@@ -25,7 +25,6 @@ Saved as JSON (``"format": "dvfslab-curve"``), like the trees.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,7 +36,7 @@ import pandas as pd
 
 from .dataset import atomic_write_json
 from .features import Sweep
-from .governors import GovernorContext, GovernorError, register_governor
+from .governors import GovernorContext, GovernorError, read_model_json, register_governor
 
 CURVE_FORMAT = "dvfslab-curve"
 CURVE_VERSION = 1
@@ -129,18 +128,12 @@ class CurveModel:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CurveModel:
-        p = Path(path)
-        try:
-            spec = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise GovernorError(f"{p}: curve model file is missing — run notebook 05 (or `dvfslab pipeline`) "
-                                "to train one (models/curve.json)") from None
-        except json.JSONDecodeError as err:
-            raise GovernorError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
+        spec = read_model_json(path, "curve model file",
+                               "run notebook 05 (or `dvfslab pipeline`) to train one (models/curve.json)")
         try:
             return cls(spec)
         except GovernorError as err:
-            raise GovernorError(f"{p}: {err}") from None
+            raise GovernorError(f"{Path(path)}: {err}") from None
 
 
 def check_curve(spec: Mapping[str, Any]) -> None:

@@ -15,7 +15,6 @@ notebook 03's ``models/mlg.json``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 from .constraints import constrain
 from .curve import CurveGovernor, CurveModel
 from .dataset import atomic_write_json
-from .governors import FixedGovernor, GovernorError, TreeGovernor, paper_tree
+from .governors import FixedGovernor, GovernorError, TreeGovernor, paper_tree, read_model_json
 
 FIXED_FORMAT = "dvfslab-fixed"
 POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online")
@@ -48,13 +47,7 @@ def load_fixed(path: str | os.PathLike) -> FixedGovernor:
 
 
 def _read_json(path: str | os.PathLike, what: str) -> dict:
-    p = Path(path)
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        raise GovernorError(f"{p}: {what} is missing — `dvfslab pipeline` writes it under <out>/models/") from None
-    except json.JSONDecodeError as err:
-        raise GovernorError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
+    return read_model_json(path, what, "`dvfslab pipeline` writes it under <out>/models/")
 
 
 def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slowdown_pct: float | None = None,

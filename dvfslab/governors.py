@@ -166,17 +166,23 @@ class TreeGovernor:
     @classmethod
     def load(cls, path: str | os.PathLike, name: str | None = None) -> TreeGovernor:
         """Read a tree written by :meth:`save`; errors name the file and the problem."""
-        p = Path(path)
-        try:
-            tree = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise GovernorError(f"{p}: tree file is missing — run notebook 03 (or `dvfslab pipeline`) to train one") from None
-        except json.JSONDecodeError as err:
-            raise GovernorError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
+        tree = read_model_json(path, "tree file", "run notebook 03 (or `dvfslab pipeline`) to train one")
         try:
             return cls(tree, name=name)
         except GovernorError as err:
-            raise GovernorError(f"{p}: {err}") from None
+            raise GovernorError(f"{Path(path)}: {err}") from None
+
+
+def read_model_json(path: str | os.PathLike, what: str, fix: str) -> Any:
+    """A saved governor's JSON; a missing file or bad JSON is a :class:`GovernorError` naming
+    the file, ``what`` it should have been and the ``fix``."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise GovernorError(f"{p}: {what} is missing — {fix}") from None
+    except json.JSONDecodeError as err:
+        raise GovernorError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
 
 
 def check_tree(tree: Mapping[str, Any]) -> None:
