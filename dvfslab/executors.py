@@ -430,13 +430,17 @@ class FinetuneExecutor(BaseExecutor):
     repetitions repeat the same computation, so their spread is measurement noise.
     ``batch_size`` / ``max_seq_len`` default to the catalog's values for the workload (else
     32 / 128); other keyword arguments go to ``finetune`` (``n_train``, ``data_dir`` ...).
+    ``step_rows``: as for :class:`SimExecutor`, repetition 0 of each (workload, policy, level)
+    keeps the time and energy of its first ``step_rows`` measured steps (``steps.csv``, which
+    the online governor replays).
     """
 
     def __init__(self, batch_size: int | None = None, max_seq_len: int | None = None, seed: int = 0,
-                 models: Mapping[str, Any] | None = None, **finetune_kwargs):
+                 models: Mapping[str, Any] | None = None, step_rows: int = 0, **finetune_kwargs):
         self.batch_size = batch_size
         self.max_seq_len = max_seq_len
         self.seed = seed
+        self.step_rows = int(step_rows)
         self.models = dict(models or {})
         self.finetune_kwargs = dict(finetune_kwargs)
 
@@ -450,7 +454,8 @@ class FinetuneExecutor(BaseExecutor):
 
         model, _, task = spec.workload_id.rpartition("/")
         known = workload_table([spec.workload_id]).iloc[0]
-        kwargs = {"progress": False, "save_samples": False, "record_steps": False, "split": known["split"],
+        keep_steps = self.step_rows > 0 and spec.rep == 0
+        kwargs = {"progress": False, "save_samples": False, "record_steps": keep_steps, "split": known["split"],
                   "batch_size": self.batch_size or _int_or(known["batch_size"], 32),
                   "max_seq_len": self.max_seq_len or _int_or(known["max_seq_len"], 128),
                   **self.finetune_kwargs}
@@ -462,8 +467,12 @@ class FinetuneExecutor(BaseExecutor):
         row = {k: res.run.get(k) for k in ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w",
                                            "peak_power_w", "gpu_util_pct", "mean_gpu_freq_mhz", "steps",
                                            "eval_metric")}
-        return {**row, "workload": res.workload, "metrics": res.metrics,
-                "train_loss": res.run.get("train_loss"), "eval_metric_name": res.run.get("eval_metric_name")}
+        out = {**row, "workload": res.workload, "metrics": res.metrics,
+               "train_loss": res.run.get("train_loss"), "eval_metric_name": res.run.get("eval_metric_name")}
+        if keep_steps:  # the measured steps only (the harness's rows include the warm-up)
+            kept = res.steps[spec.warmup_steps:][:self.step_rows]
+            out["step_rows"] = {"time_s": [r["time_s"] for r in kept], "energy_j": [r["energy_j"] for r in kept]}
+        return out
 
 
 def _int_or(value, default: int) -> int:

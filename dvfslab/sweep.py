@@ -10,6 +10,7 @@ Layout of a sweep directory (a dataset directory plus bookkeeping)::
     plan.json          the ordered plan; ``--resume`` re-runs exactly this plan
     runs/<run_id>.json one file per finished run (ok or failed), written atomically
     runs.csv           consolidated from runs/, rewritten atomically after every run
+    steps.csv          per-step time and energy of the runs whose executor kept them (``step_rows``)
     meta.json          board description, levels, sweep settings, sessions
     workloads.csv      the workloads of the plan
     .sweep.lock        pid of the sweep holding this directory
@@ -42,6 +43,7 @@ from tqdm.auto import tqdm
 from .backends.base import Backend, DvfsError, check_level, format_mhz
 from .dataset import (
     RUN_COLUMNS,
+    STEP_COLUMNS,
     WORKLOAD_COLUMNS,
     Dataset,
     DatasetError,
@@ -296,12 +298,27 @@ class SweepStore:
         rows = [self.records[r.run_id]["row"] for r in plan.runs if r.run_id in self.records]
         return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
+    def steps_frame(self, plan: SweepPlan) -> pd.DataFrame:
+        """``steps.csv`` rows from the records' ``extras["step_rows"]`` (ok runs that kept them)."""
+        rows = []
+        for spec in plan.runs:
+            rec = self.records.get(spec.run_id)
+            per_step = rec["extras"].get("step_rows") if rec and rec["row"]["status"] == "ok" else None
+            if per_step:
+                rows += [{"run_id": spec.run_id, "step": i, "time_s": t, "energy_j": e}
+                         for i, (t, e) in enumerate(zip(per_step["time_s"], per_step["energy_j"], strict=True))]
+        return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
     def write_dataset(self, plan: SweepPlan, meta: dict, workloads: pd.DataFrame) -> None:
-        """Rewrite ``runs.csv`` then ``meta.json`` (each atomically) so the directory always validates."""
+        """Rewrite ``workloads.csv``, ``runs.csv``, ``steps.csv`` (when runs kept per-step rows)
+        and then ``meta.json`` (each atomically) so the directory always validates."""
         runs = self.runs_frame(plan)
         meta["baseline"] = MAXN if (runs["policy"] == MAXN).any() else "fmax"
         atomic_write_csv(self.root / "workloads.csv", merge_workloads(workloads, self.records), WORKLOAD_COLUMNS)
         atomic_write_csv(self.root / "runs.csv", runs, ROW_COLUMNS)
+        steps = self.steps_frame(plan)
+        if len(steps):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
+            atomic_write_csv(self.root / "steps.csv", steps, STEP_COLUMNS)
         atomic_write_json(self.root / "meta.json", meta)
 
 

@@ -30,7 +30,7 @@ def test_finetune_executor_sweeps_levels_and_maxn_on_the_fake_jetson(orin_jp6, t
     original = {k: orin_jp6.state()[k] for k in limits}
     backend = open_backend(io=orin_jp6.io(), state_dir=tmp_path / "state")
     executor = FinetuneExecutor(models={"tiny-bert": TINY_BERT}, batch_size=8, max_seq_len=32,
-                                n_train=48, n_eval=16)
+                                n_train=48, n_eval=16, step_rows=2)
     plan = make_plan(["tiny-bert/synthetic:sst2"], [306.0, 1300.5], reps=1, steps=3, warmup_steps=1)
     ds = run_sweep(plan, backend, executor, tmp_path / "out", progress=False, lock_dir=tmp_path / "locks",
                    cooldown=Cooldown(idle_measure_s=0.05, poll_s=0.05))
@@ -50,4 +50,8 @@ def test_finetune_executor_sweeps_levels_and_maxn_on_the_fake_jetson(orin_jp6, t
     assert wl["n_layers"] == 2 and wl["hidden_size"] == 32 and 0 < wl["params_m"] < 1
     rec = json.loads(next((tmp_path / "out" / "runs").glob("*maxn*.json")).read_text())
     assert rec["extras"]["metrics"] and rec["extras"]["eval_metric_name"]
+    # steps.csv: the first 2 measured steps (warm-up left out) of each run, 10 W x step time
+    assert ds.steps is not None and ds.steps.groupby("run_id").size().eq(2).all()
+    assert set(ds.steps["run_id"]) == set(ds.runs["run_id"])
+    assert ds.steps["energy_j"].to_numpy() == pytest.approx(10.0 * ds.steps["time_s"].to_numpy(), rel=1e-3)
     assert {k: orin_jp6.state()[k] for k in limits} == original

@@ -77,6 +77,15 @@ def test_sweep_command_on_the_twin_and_resume(tmp_path, capsys, no_sleep):
     assert "12 runs (0 failed), 2 workloads, simulated data" in capsys.readouterr().out
     ds = load_dataset(out)
     assert ds.workloads.set_index("workload_id").loc["pythia-70m/rte", "split"] == "evaluation"
+    # steps.csv: every measured step (5 < --step-rows 50) of the repetition-0 runs, energy from the sampler
+    rep0 = set(ds.runs.loc[ds.runs["rep"] == 0, "run_id"])
+    assert ds.steps is not None and set(ds.steps["run_id"]) == rep0 and len(rep0) == 6
+    assert ds.steps.groupby("run_id")["step"].apply(list).map(lambda s: s == [0, 1, 2, 3, 4]).all()
+    assert (ds.steps["energy_j"] > 0).all() and (ds.steps["time_s"] > 0).all()
+    per_run = ds.steps.groupby("run_id", as_index=False)[["time_s", "energy_j"]].sum().merge(
+        ds.runs, on="run_id", suffixes=("", "_run"))
+    assert per_run["time_s"].to_numpy() == pytest.approx(per_run["time_s_run"].to_numpy(), rel=1e-5)  # csv rounding
+    assert per_run["energy_j"].to_numpy() == pytest.approx(per_run["energy_j_run"].to_numpy(), rel=0.02)
     assert main(args) == 2  # the directory holds a sweep: --resume is required
     assert "pass --resume" in capsys.readouterr().err
     before = (out / "runs.csv").read_bytes()
@@ -116,3 +125,24 @@ def test_on_run_sees_every_committed_record_and_cannot_stop_the_sweep(tmp_path, 
     # consolidate_s: runs.csv was not rewritten during the sweep, only after its last run
     assert [lines for _, lines in seen] == [0] * 5 + [6]
     assert list(ds.runs["run_id"]) == [r.run_id for r in plan.runs]
+
+
+def test_online_governor_replays_a_sweeps_steps(tmp_path, no_sleep):
+    """`dvfslab sweep` keeps per-step rows, so the online governor can be evaluated on any sweep."""
+    from dvfslab.online import OnlineGovernor, StepRecords
+
+    out = tmp_path / "steps"
+    assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--reps", "1", "--steps", "30",
+                 "--warmup-steps", "2", "--step-rows", "30", "--out", str(out), "--no-progress"]) == 0
+    ds = load_dataset(out)
+    assert ds.steps.groupby("run_id").size().eq(30).all() and ds.steps["run_id"].nunique() == 12
+    gov = OnlineGovernor(StepRecords(ds.steps, ds.runs, ds.freq_table_mhz), ds.freq_table_mhz)
+    level = gov.decide({"workload_id": "bert-base/sst2"})
+    fixed = ds.runs[ds.runs["policy"] == "fixed"].set_index("gpu_freq_mhz")["energy_j"]
+    # the level it locks is near the bottom of this workload's U-curve: within 3 % of the least energy
+    assert level in fixed.index and fixed[level] <= 1.03 * fixed.min()
+    assert gov.profiling_steps == 26
+
+    assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--freqs", "612", "--steps", "3",
+                 "--step-rows", "0", "--out", str(tmp_path / "none"), "--no-progress"]) == 0
+    assert not (tmp_path / "none" / "steps.csv").exists()

@@ -31,6 +31,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffled order and of the simulated board's noise (default 0)")
     p.add_argument("--steps", type=int, default=100, help="measured training steps per run (default 100)")
     p.add_argument("--warmup-steps", type=int, default=10, help="unmeasured steps before each window (default 10)")
+    p.add_argument("--step-rows", type=int, default=50, metavar="N",
+                   help="keep time and energy of the first N measured steps of repetition 0 of every "
+                        "(workload, level) in steps.csv, for the online governor (default 50; 0: none)")
     p.add_argument("--resume", action="store_true", help="continue the sweep in --out (its plan.json)")
     p.add_argument("--no-retry-failed", action="store_true",
                    help="with --resume, keep failed runs as they are instead of running them again")
@@ -133,9 +136,11 @@ def make_executor(args):
 
     if args.executor:
         return executors.load_executor(args.executor, parse_options(args.executor_opt))
+    if args.step_rows < 0:
+        raise DvfsError(f"--step-rows must be >= 0, got {args.step_rows}")
     if args.backend == "sim":
-        return executors.SimExecutor()
-    return executors.FinetuneExecutor()
+        return executors.SimExecutor(step_rows=args.step_rows)
+    return executors.FinetuneExecutor(step_rows=args.step_rows)
 
 
 def run(args) -> int:
