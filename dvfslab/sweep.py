@@ -10,7 +10,8 @@ Layout of a sweep directory (a dataset directory plus bookkeeping)::
     plan.json          the ordered plan; ``--resume`` re-runs exactly this plan
     runs/<run_id>.json one file per finished run (ok or failed), written atomically
     runs.csv           consolidated from runs/, rewritten atomically after every run
-    steps.csv          per-step time and energy of the runs whose executor kept them (``step_rows``)
+    steps.csv          per-step time and energy of the runs whose executor kept them (``step_rows``),
+                       written when a session ends
     meta.json          board description, levels, sweep settings, sessions
     workloads.csv      the workloads of the plan
     .sweep.lock        pid of the sweep holding this directory
@@ -309,16 +310,18 @@ class SweepStore:
                          for i, (t, e) in enumerate(zip(per_step["time_s"], per_step["energy_j"], strict=True))]
         return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
-    def write_dataset(self, plan: SweepPlan, meta: dict, workloads: pd.DataFrame) -> None:
-        """Rewrite ``workloads.csv``, ``runs.csv``, ``steps.csv`` (when runs kept per-step rows)
-        and then ``meta.json`` (each atomically) so the directory always validates."""
+    def write_dataset(self, plan: SweepPlan, meta: dict, workloads: pd.DataFrame, *, steps: bool = False) -> None:
+        """Rewrite ``workloads.csv``, ``runs.csv``, with ``steps`` also ``steps.csv`` (when runs
+        kept per-step rows), and then ``meta.json`` (each atomically) so the directory always
+        validates. ``steps.csv`` grows with every run, so the sweep writes it only when a session
+        ends (finished, failed or interrupted); after a SIGKILL it lags until ``--resume``."""
         runs = self.runs_frame(plan)
         meta["baseline"] = MAXN if (runs["policy"] == MAXN).any() else "fmax"
         atomic_write_csv(self.root / "workloads.csv", merge_workloads(workloads, self.records), WORKLOAD_COLUMNS)
         atomic_write_csv(self.root / "runs.csv", runs, ROW_COLUMNS)
-        steps = self.steps_frame(plan)
-        if len(steps):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
-            atomic_write_csv(self.root / "steps.csv", steps, STEP_COLUMNS)
+        step_rows = self.steps_frame(plan) if steps else ()
+        if len(step_rows):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
+            atomic_write_csv(self.root / "steps.csv", step_rows, STEP_COLUMNS)
         atomic_write_json(self.root / "meta.json", meta)
 
 
@@ -388,7 +391,7 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
             finally:
                 reset_clocks(backend)
                 session["ended_at"] = utc_now()
-                store.write_dataset(plan, meta, table)
+                store.write_dataset(plan, meta, table, steps=True)
     return load_dataset(out)
 
 

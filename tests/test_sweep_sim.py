@@ -88,9 +88,9 @@ def test_sweep_command_on_the_twin_and_resume(tmp_path, capsys, no_sleep):
     assert per_run["energy_j"].to_numpy() == pytest.approx(per_run["energy_j_run"].to_numpy(), rel=0.02)
     assert main(args) == 2  # the directory holds a sweep: --resume is required
     assert "pass --resume" in capsys.readouterr().err
-    before = (out / "runs.csv").read_bytes()
+    before = (out / "runs.csv").read_bytes(), (out / "steps.csv").read_bytes()
     assert main(["sweep", "--backend", "sim", "--out", str(out), "--resume", "--no-progress"]) == 0
-    assert (out / "runs.csv").read_bytes() == before  # nothing left to run, nothing changed
+    assert ((out / "runs.csv").read_bytes(), (out / "steps.csv").read_bytes()) == before  # nothing to run, nothing changed
     assert len(json.loads((out / "meta.json").read_text())["sweep"]["sessions"]) == 2
     assert main(["sweep", "--backend", "sim", "--seed", "7", "--out", str(out), "--resume"]) == 2
     assert "started with seed=0 but the board now reports seed=7" in capsys.readouterr().err
