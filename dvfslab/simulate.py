@@ -147,7 +147,7 @@ def generate(plan: SimulationPlan, *, progress: bool = True, work_dir: str | os.
     and resumed when it already holds this plan — or to a temporary directory.
     """
     from .executors import Cooldown, SimExecutor
-    from .sweep import run_sweep
+    from .sweep import run_sweep, step_rows_of
 
     backend = open_backend(plan.board, plan.seed)
     workloads = plan.workloads()
@@ -171,9 +171,7 @@ def generate(plan: SimulationPlan, *, progress: bool = True, work_dir: str | os.
     for i, rec in enumerate(records, start=1):
         run_id = f"r{i:05d}"
         runs.append({**{c: rec["row"].get(c) for c in RUN_COLUMNS}, "run_id": run_id})
-        per_step = rec["extras"].get("step_rows") or {"time_s": [], "energy_j": []}
-        steps += [{"run_id": run_id, "step": i, "time_s": t, "energy_j": e}
-                  for i, (t, e) in enumerate(zip(per_step["time_s"], per_step["energy_j"], strict=True))]
+        steps += step_rows_of(rec, run_id)
     end_s = max((datetime.strptime(r["started_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
                  - VIRTUAL_EPOCH).total_seconds() + r["time_s"] for r in runs)
     meta = _meta(plan, backend.board, executor, cooldown, end_s)

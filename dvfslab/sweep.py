@@ -304,10 +304,8 @@ class SweepStore:
         rows = []
         for spec in plan.runs:
             rec = self.records.get(spec.run_id)
-            per_step = rec["extras"].get("step_rows") if rec and rec["row"]["status"] == "ok" else None
-            if per_step:
-                rows += [{"run_id": spec.run_id, "step": i, "time_s": t, "energy_j": e}
-                         for i, (t, e) in enumerate(zip(per_step["time_s"], per_step["energy_j"], strict=True))]
+            if rec and rec["row"]["status"] == "ok":
+                rows += step_rows_of(rec, spec.run_id)
         return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
     def write_dataset(self, plan: SweepPlan, meta: dict, workloads: pd.DataFrame, *, steps: bool = False) -> None:
@@ -323,6 +321,13 @@ class SweepStore:
         if len(step_rows):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
             atomic_write_csv(self.root / "steps.csv", step_rows, STEP_COLUMNS)
         atomic_write_json(self.root / "meta.json", meta)
+
+
+def step_rows_of(record: Mapping, run_id: str) -> list[dict]:
+    """``steps.csv`` rows of one run record (its ``extras["step_rows"]``; none if it kept none)."""
+    per_step = record["extras"].get("step_rows") or {"time_s": [], "energy_j": []}
+    return [{"run_id": run_id, "step": i, "time_s": t, "energy_j": e}
+            for i, (t, e) in enumerate(zip(per_step["time_s"], per_step["energy_j"], strict=True))]
 
 
 def _read_json(path: Path) -> dict:
