@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from dvfslab import evaluate as E
-from dvfslab import features as F
-from dvfslab import governors as G
-from dvfslab.dataset import load_dataset
-from dvfslab.online import probing_breakdown
+from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import replay as E
+from dvfslab.data.contract import load_dataset
+from dvfslab.governors import base as G
+from dvfslab.governors.online import probing_breakdown
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ deadlines (what a timer wake-up costs on this machine, no sampler at all) and th
 100 Hz on a reader that costs nothing (the sampler's own overhead). Then, for each requested
 rate (the sensor's default, 100 Hz, 1 kHz, and 100 Hz while the main thread holds the GIL
 running pure Python), a threaded
-:class:`~dvfslab.power.PowerSampler` reads the real :class:`JetsonPowerReader` code path
+:class:`~dvfslab.measure.sampler.PowerSampler` reads the real :class:`JetsonPowerReader` code path
 (INA3221 hwmon rails, GPU load and devfreq ``cur_freq``; files built by
 ``dvfslab.testing.fake_sysfs.build_board``) for ``--seconds`` of wall time and reports:
 
@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from dvfslab.backends.base import PowerSample
-from dvfslab.backends.jetson import open_backend
-from dvfslab.power import PowerSampler
+from dvfslab.hw.base import PowerSample
+from dvfslab.hw.jetson.backend import open_backend
+from dvfslab.measure.sampler import PowerSampler
 from dvfslab.testing.fake_sysfs import build_board
 
 ACCEPT_MIN_HZ = 95.0
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs of the 100 Hz case; acceptance uses their median (min/max shown)")
     args = ap.parse_args(argv)
     # asking for 100 Hz / 1 kHz on a 140 ms sensor is deliberate here: silence that warning
-    logging.getLogger("dvfslab.power").setLevel(logging.ERROR)
+    logging.getLogger("dvfslab.measure.sampler").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="dvfslab-bench-") as root:
         board = build_board(root, "agx-orin-jp6")
         board.set_load(55.0)

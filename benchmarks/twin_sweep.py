@@ -3,7 +3,7 @@
 Times, each ``--reps`` times (median and range printed):
 
 * ``dvfslab simulate`` on the full paper grid (81 workloads × 12 conditions × 3 reps, 200 steps)
-  and with ``--quick``; both go through :func:`dvfslab.sweep.run_sweep` with the twin's executor;
+  and with ``--quick``; both go through :func:`dvfslab.sweep.runner.run_sweep` with the twin's executor;
 * ``dvfslab sweep --backend sim --workloads characterization --steps 100`` (27 × 12 runs);
 * one characterization sweep with one Python sampler call per tick (``on_tick``) instead of the
   bulk ``on_ticks`` path, to show what bulk sampling saves (``--per-tick``; slow).
@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dvfslab.backends import get_backend
-from dvfslab.commands.sweep import resolve_workloads
-from dvfslab.executors import SimExecutor
-from dvfslab.simulate import make_plan as simulation_plan
-from dvfslab.simulate import simulate_dataset
-from dvfslab.sweep import make_plan, run_sweep
+from dvfslab.cli.sweep import resolve_workloads
+from dvfslab.hw import get_backend
+from dvfslab.sim.executor import SimExecutor
+from dvfslab.sim.generate import make_plan as simulation_plan
+from dvfslab.sim.generate import simulate_dataset
+from dvfslab.sweep.runner import make_plan, run_sweep
 
 
 class PerTickSimExecutor(SimExecutor):
@@ -97,7 +97,7 @@ def main() -> None:
         print(f"sampler vs twin energy, characterization: mean {100 * rel.mean():+.3f} %, "
               f"max |dev| {100 * np.abs(rel).max():.2f} % over {rel.size} runs (simulated)")
         if args.per_tick:
-            from dvfslab.backends.sim import SimBoard
+            from dvfslab.sim.board import SimBoard
 
             train, idle = SimBoard.train, SimBoard.idle
             SimBoard.train, SimBoard.idle = _board_call(train), _board_call(idle)

@@ -19,13 +19,19 @@ import pandas as pd
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
-from dvfslab import evaluate as E
-from dvfslab import features as F
-from dvfslab import governors as G
-from dvfslab.constraints import ConstrainedOracle, SlowdownGuard, constrain, constraint_report
-from dvfslab.curve import CurveGovernor, CurveModel, pick_level
-from dvfslab.dataset import load_dataset, write_dataset
-from dvfslab.online import OnlineGovernor, OnlineProfiler, StepRecords, neighbours, spread_levels
+from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import replay as E
+from dvfslab.data.contract import load_dataset, write_dataset
+from dvfslab.governors import base as G
+from dvfslab.governors.curve import CurveGovernor, CurveModel, pick_level
+from dvfslab.governors.limits import ConstrainedOracle, SlowdownGuard, constrain, constraint_report
+from dvfslab.governors.online import (
+    OnlineGovernor,
+    OnlineProfiler,
+    StepRecords,
+    neighbours,
+    spread_levels,
+)
 
 CURV = 0.8
 FMAX = ORIN_FREQS_MHZ[-1]
@@ -171,7 +177,7 @@ def test_slowdown_guard_steps_up_from_a_level_that_is_too_slow(curve_sweep):
 
 
 def test_cv_replay_holds_out_each_workload_once_per_scheme(curve_sweep):
-    from dvfslab.compare import cv_replay
+    from dvfslab.analysis.govcv import cv_replay
 
     sweep, table, train = curve_sweep
     cv = cv_replay(sweep, table, ["ffg", "curve", "oracle"], train, options={"curve_alpha": 1e-6})
@@ -187,7 +193,7 @@ def test_cv_replay_holds_out_each_workload_once_per_scheme(curve_sweep):
 
 
 def test_pareto_front():
-    from dvfslab.compare import pareto_points
+    from dvfslab.analysis.govcv import pareto_points
 
     s = pd.DataFrame({"policy": ["a", "b", "c", "d"], "mean_saving_pct": [0.0, 20.0, 10.0, 25.0],
                       "mean_slowdown_pct": [0.0, 50.0, 60.0, 90.0]})
@@ -300,8 +306,8 @@ def test_online_in_replay_and_summary_reports_profiling_steps(tmp_path):
 
 
 def test_online_live_on_the_simulated_board():
-    from dvfslab.backends.sim import SimBoard
-    from dvfslab.online import profile_on_board
+    from dvfslab.governors.online import profile_on_board
+    from dvfslab.sim.board import SimBoard
 
     row = {"workload_id": "bert-base/sst2", "model": "bert-base", "n_layers": 12, "hidden_size": 768,
            "params_m": 109.48, "task": "sst2", "avg_seq_len": 13.3, "max_seq_len": 128, "batch_size": 32}
@@ -330,8 +336,8 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     """A small twin sweep (5 models, 1 rep, with steps.csv): 05 runs after 01-04 and its
     summary figures agree with the package recomputed here."""
     from dvfslab import cli
-    from dvfslab import pipeline as PL
-    from dvfslab.govern import load_fixed
+    from dvfslab.governors.io import load_fixed
+    from dvfslab.pipeline import runner as PL
 
     data = tmp_path / "sim"
     assert cli.main(["simulate", "--out", str(data), "--models", "bert-small,pythia-70m,bert-base,pythia-160m,bert-large",

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from dvfslab.cli import main
-from dvfslab.dataset import (
+from dvfslab.data.contract import (
     RUN_COLUMNS,
     DatasetError,
     atomic_write_text,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dvfslab.backends.base import DvfsError
-from dvfslab.energy import (
+from dvfslab.hw.base import DvfsError
+from dvfslab.measure.energy import (
     EnergyInputError,
     SampleArrays,
     clip_window,

@@ -1,4 +1,4 @@
-"""Sweep tables, baselines, labels and the feature table (dvfslab.features)."""
+"""Sweep tables, baselines, labels and the feature table (dvfslab.analysis.aggregate)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset, optimal_freq
 
-from dvfslab import features as F
-from dvfslab.dataset import load_dataset, write_dataset
+from dvfslab.analysis import aggregate as F
+from dvfslab.data.contract import load_dataset, write_dataset
 
 
 @pytest.fixture(scope="module")

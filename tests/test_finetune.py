@@ -25,16 +25,16 @@ pytest.importorskip("datasets")
 from transformers import TrainerCallback  # noqa: E402
 
 from dvfslab import cli  # noqa: E402
-from dvfslab.backends import get_backend  # noqa: E402
-from dvfslab.backends.base import (  # noqa: E402
+from dvfslab.data.contract import load_dataset  # noqa: E402
+from dvfslab.harness.finetune import DvfsCallback, EnergyNotMeasuredWarning, FinetuneError, finetune  # noqa: E402
+from dvfslab.hw import get_backend  # noqa: E402
+from dvfslab.hw.base import (  # noqa: E402
     Backend,
     ClockPermissionError,
     DvfsError,
     UnsupportedFrequencyError,
 )
-from dvfslab.backends.jetson import open_backend  # noqa: E402
-from dvfslab.dataset import load_dataset  # noqa: E402
-from dvfslab.finetune import DvfsCallback, EnergyNotMeasuredWarning, FinetuneError, finetune  # noqa: E402
+from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
 
 TINY_BERT = dict(model_type="bert", vocab_size=400, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=64, max_position_embeddings=64)

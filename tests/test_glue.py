@@ -14,8 +14,8 @@ import pytest  # noqa: E402
 datasets = pytest.importorskip("datasets")
 pytest.importorskip("transformers")
 
-from dvfslab import glue  # noqa: E402
-from dvfslab.backends.base import DvfsError  # noqa: E402
+from dvfslab.harness import glue  # noqa: E402
+from dvfslab.hw.base import DvfsError  # noqa: E402
 
 ALL_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli")
 

@@ -11,11 +11,11 @@ import pytest
 from analysis_fixtures import make_dataset
 from test_cli_hardware import CHILD, ORIGINAL, cli, dvfslab, gone, limits, wait_for
 
-from dvfslab import features as F
-from dvfslab import governors as G
-from dvfslab.curve import CurveGovernor, CurveModel
-from dvfslab.dataset import load_dataset
-from dvfslab.govern import features_from_hf_config, load_fixed, load_policy, save_fixed
+from dvfslab.analysis import aggregate as F
+from dvfslab.data.contract import load_dataset
+from dvfslab.governors import base as G
+from dvfslab.governors.curve import CurveGovernor, CurveModel
+from dvfslab.governors.io import features_from_hf_config, load_fixed, load_policy, save_fixed
 
 # the command run under `dvfslab govern`: exits with 7 when the GPU is pinned at the given Hz, else 1
 PINNED = ("import sys; d, hz = sys.argv[1], int(sys.argv[2]); "
@@ -126,9 +126,9 @@ def test_sim_backend_locks_the_twin_not_this_machine(capsys):
 
 def test_dvfs_callback_takes_the_new_governors(models, orin_jp6, tmp_path):
     pytest.importorskip("transformers")
-    from dvfslab.backends.jetson import open_backend
-    from dvfslab.finetune import DvfsCallback
-    from dvfslab.online import OnlineProfiler
+    from dvfslab.governors.online import OnlineProfiler
+    from dvfslab.harness.finetune import DvfsCallback
+    from dvfslab.hw.jetson.backend import open_backend
 
     backend = open_backend(io=orin_jp6.io(), state_dir=tmp_path / "state")
     feats = {"n_layers": 24, "hidden_size": 1024, "avg_seq_len": 50, "params_m": 335, "is_decoder": 0, "gpu_util_pct": 80}

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dvfslab.backends.base import (
+from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
     ClockPermissionError,
@@ -21,14 +21,14 @@ from dvfslab.backends.base import (
     FrequencyCappedError,
     UnsupportedFrequencyError,
 )
-from dvfslab.backends.jetson import (
+from dvfslab.hw.jetson.backend import (
     JetsonClocks,
     find_gpu_devfreq,
     plan_lock_writes,
     plan_range_writes,
 )
-from dvfslab.backends.jetson_safety import StateFile, make_saved, pid_alive
-from dvfslab.backends.jetson_sysfs import SysfsIO, default_io
+from dvfslab.hw.jetson.safety import StateFile, make_saved, pid_alive
+from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 from dvfslab.testing.fake_sysfs import ORIN_LEVELS_HZ, FakeKernelIO, build_board
 
 ORIGINAL = {"governor": "nvhost_podgov", "min_freq_hz": 306000000, "max_freq_hz": 1300500000}
@@ -296,7 +296,7 @@ def test_zombie_owner_counts_as_dead():
 
 LIBRARY_USER = """
 import sys, time
-from dvfslab.backends.jetson import JetsonClocks
+from dvfslab.hw.jetson.backend import JetsonClocks
 with JetsonClocks(sys.argv[1]) as clocks:
     clocks.lock(1122)
     open(sys.argv[2], "w").close()

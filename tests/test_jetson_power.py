@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from dvfslab.backends import get_backend
-from dvfslab.backends.base import BackendUnavailableError, PowerReader, PowerReadError, Telemetry
-from dvfslab.backends.jetson import JetsonPowerReader, JetsonTelemetry, open_backend
+from dvfslab.hw import get_backend
+from dvfslab.hw.base import BackendUnavailableError, PowerReader, PowerReadError, Telemetry
+from dvfslab.hw.jetson.backend import JetsonPowerReader, JetsonTelemetry, open_backend
 from dvfslab.testing.fake_sysfs import build_board
 
 RAILS = {

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from dvfslab.backends.base import BackendUnavailableError, PowerReader
-from dvfslab.backends.jtop import JtopPowerReader, open_backend
+from dvfslab.hw.base import BackendUnavailableError, PowerReader
+from dvfslab.hw.jtop import JtopPowerReader, open_backend
 
 
 class FakeJtopException(Exception):

@@ -25,7 +25,7 @@ pytest.importorskip("ipywidgets")
 
 from PIL import Image  # noqa: E402
 
-from dvfslab.dataset import load_dataset  # noqa: E402
+from dvfslab.data.contract import load_dataset  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "00_live_lab.ipynb"

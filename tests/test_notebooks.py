@@ -1,7 +1,7 @@
 """The notebook series run by papermill (``dvfslab pipeline``), checked against runs.csv.
 
 The expected numbers are recomputed here from the raw CSV files with the standard library,
-independently of dvfslab.features / dvfslab.evaluate: the oracle's and FFG's savings must match
+independently of dvfslab.analysis.aggregate / dvfslab.analysis.replay: the oracle's and FFG's savings must match
 summary.json to floating-point rounding.
 """
 
@@ -19,8 +19,8 @@ import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, XAVIER_FREQS_MHZ, make_dataset
 
 from dvfslab import cli
-from dvfslab import pipeline as PL
-from dvfslab.governors import TreeGovernor
+from dvfslab.governors.base import TreeGovernor
+from dvfslab.pipeline import runner as PL
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -238,4 +238,4 @@ def test_default_output_folder_is_timestamped():
     from datetime import datetime
 
     assert PL.default_out_dir(datetime(2026, 1, 2, 3, 4, 5)) == Path("runs") / "20260102-030405"
-    assert PL.default_data_dir() == REPO / "data" / "replay"
+    assert PL.default_data_dir().resolve() == (REPO / "data" / "replay").resolve()

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from dvfslab.backends import get_backend
-from dvfslab.backends.base import (
+from dvfslab.hw import get_backend
+from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
     ClockPermissionError,
@@ -15,7 +15,7 @@ from dvfslab.backends.base import (
     PowerReadError,
     UnsupportedFrequencyError,
 )
-from dvfslab.backends.nvml import NvmlClocks, NvmlPowerReader, open_backend
+from dvfslab.hw.nvml import NvmlClocks, NvmlPowerReader, open_backend
 from dvfslab.testing import fake_pynvml
 from dvfslab.testing.fake_pynvml import FakeGpu
 

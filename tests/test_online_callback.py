@@ -15,10 +15,10 @@ pytest.importorskip("transformers")
 
 from test_cli_hardware import ORIGINAL, limits  # noqa: E402
 
-from dvfslab.backends.base import DvfsError  # noqa: E402
-from dvfslab.backends.jetson import open_backend  # noqa: E402
-from dvfslab.online import OnlineProfiler  # noqa: E402
-from dvfslab.online_callback import OnlineDvfsCallback  # noqa: E402
+from dvfslab.governors.online import OnlineProfiler  # noqa: E402
+from dvfslab.harness.online_callback import OnlineDvfsCallback  # noqa: E402
+from dvfslab.hw.base import DvfsError  # noqa: E402
+from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
 
 LEVELS = [306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5]
 
@@ -87,7 +87,7 @@ def test_a_failing_step_still_restores_the_clocks(orin_jp6, backend):
 
 
 def test_refuses_a_backend_without_clocks_or_power(backend):
-    from dvfslab.backends.base import Backend
+    from dvfslab.hw.base import Backend
 
     with pytest.raises(DvfsError, match="no GPU clock control"):
         OnlineDvfsCallback(Backend(name="none"))
@@ -99,7 +99,7 @@ def test_inside_a_real_trainer_with_a_tiny_model(orin_jp6, backend):
     pytest.importorskip("torch")
     from test_finetune import QUICK, TINY_BERT, ClockSpy
 
-    from dvfslab.finetune import finetune
+    from dvfslab.harness.finetune import finetune
 
     prof = OnlineProfiler(LEVELS, coarse_steps=1, fine_steps=1)  # 1 + 5 + 3 = 9 probing steps
     cb, spy = OnlineDvfsCallback(backend, prof, sample_period_s=0.005), ClockSpy(orin_jp6)

@@ -10,12 +10,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from analysis_fixtures import make_dataset  # noqa: E402
 
-from dvfslab import evaluate as E  # noqa: E402
-from dvfslab import features as F  # noqa: E402
-from dvfslab import governors as G  # noqa: E402
-from dvfslab import plots as P  # noqa: E402
-from dvfslab import selection as S  # noqa: E402
-from dvfslab.dataset import load_dataset  # noqa: E402
+from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import plots as P
+from dvfslab.analysis import replay as E
+from dvfslab.analysis import selection as S
+from dvfslab.data.contract import load_dataset  # noqa: E402
+from dvfslab.governors import base as G
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import types
 import numpy as np
 import pytest
 
-from dvfslab.backends.base import DvfsError, PowerReadError, PowerSample
-from dvfslab.power import (
+from dvfslab.hw.base import DvfsError, PowerReadError, PowerSample
+from dvfslab.measure.sampler import (
     DEFAULT_PERIOD_S,
     PowerSampler,
     SamplerError,
@@ -147,7 +147,7 @@ def test_nested_and_overlapping_windows():
 def test_reader_raising_mid_run_is_counted_and_the_window_still_closes(caplog):
     failing = set(range(300, 340))
     sampler, clock = virtual_run(fail=lambda n: n in failing)
-    with caplog.at_level(logging.WARNING, logger="dvfslab.power"):
+    with caplog.at_level(logging.WARNING, logger="dvfslab.measure.sampler"):
         drive(sampler, clock, 1.0, events={0.5: lambda: sampler.begin_window("w")})
         drive(sampler, clock, 6.0)
         m = sampler.end_window("w")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from dvfslab.backends.sim import open_backend
-from dvfslab.backends.sim_model import SimWorkload
-from dvfslab.power import PowerSampler
+from dvfslab.measure.sampler import PowerSampler
+from dvfslab.sim.board import open_backend
+from dvfslab.sim.model import SimWorkload
 
 
 @pytest.mark.parametrize("freq_mhz", [306.0, 816.0, None])  # None: MAXN, governor picks clocks

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from test_power import CPU, GPU, SYS, VirtualClock, drive, virtual_run
 
-from dvfslab.backends.base import PowerReadError
-from dvfslab.power import (
+from dvfslab.hw.base import PowerReadError
+from dvfslab.measure.sampler import (
     PowerSampler,
     ReplayPowerReader,
     SampleFileError,
@@ -38,7 +38,7 @@ def test_save_writes_samples_and_sidecar(tmp_path):
     sampler, path = recorded_run(tmp_path)
     assert path == tmp_path / "run-1" / "samples" / "trace.csv"
     side = json.loads(sidecar_path(path).read_text())
-    assert side["format"] == "dvfslab.power-samples" and side["version"] == 1
+    assert side["format"] == "dvfslab.measure.sampler-samples" and side["version"] == 1
     assert side["rails"] == [GPU, CPU, SYS] and side["total_rails"] == [GPU, CPU]
     assert side["n_samples"] == sampler.n_samples and side["n_lost"] == 1
     assert [w["name"] for w in side["windows"]] == ["epoch-1", "epoch-2"]
@@ -137,7 +137,7 @@ def test_save_rejects_unknown_suffix_and_parquet_without_pyarrow(tmp_path, monke
     sampler, _ = virtual_run()
     with pytest.raises(SampleFileError, match="use .csv or .parquet"):
         sampler.save(tmp_path / "trace.txt")
-    monkeypatch.setattr("dvfslab.power_trace._has_pyarrow", lambda: False)
+    monkeypatch.setattr("dvfslab.measure.trace._has_pyarrow", lambda: False)
     with pytest.raises(SampleFileError, match="pip install pyarrow"):
         sampler.save(tmp_path / "trace.parquet")
     assert not (tmp_path / "trace.parquet").exists()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dvfslab.cli import main
-from dvfslab.dataset import load_dataset
-from dvfslab.simulate import SimulationPlan, findings_markdown, simulate_dataset, twin_findings
+from dvfslab.data.contract import load_dataset
+from dvfslab.sim.generate import SimulationPlan, findings_markdown, simulate_dataset, twin_findings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "data" / "replay"

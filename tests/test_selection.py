@@ -7,16 +7,16 @@ import pandas as pd
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset
 
-from dvfslab import features as F
-from dvfslab import selection as S
-from dvfslab.governors import TreeGovernor
+from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import selection as S
+from dvfslab.governors.base import TreeGovernor
 
 
 @pytest.fixture(scope="module")
 def known(tmp_path_factory):
     """Training workloads whose optimal level is a function of n_layers and avg_seq_len."""
     ds = make_dataset(tmp_path_factory.mktemp("s") / "ds", tasks=["sst2", "qnli", "mrpc"])
-    from dvfslab.dataset import load_dataset
+    from dvfslab.data.contract import load_dataset
 
     sweep = F.sweep_from_dataset(load_dataset(ds))
     table = F.feature_table(sweep)
@@ -96,7 +96,7 @@ def test_fit_model_handles_one_class_and_tiny_training_sets():
 
 
 def test_partly_missing_features_are_imputed(tmp_path):
-    from dvfslab.dataset import load_dataset
+    from dvfslab.data.contract import load_dataset
 
     ds = load_dataset(make_dataset(tmp_path / "ds", tasks=["sst2", "qnli"], missing={"avg_seq_len": 0.5, "hidden_size": 1.0}))
     sweep = F.sweep_from_dataset(ds)

@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dvfslab.backends import get_backend
-from dvfslab.backends.base import (
+from dvfslab.data.catalog import PAPER_MODELS
+from dvfslab.hw import get_backend
+from dvfslab.hw.base import (
     ClockControl,
     DvfsError,
     FrequencyCappedError,
@@ -16,16 +17,15 @@ from dvfslab.backends.base import (
     Telemetry,
     UnsupportedFrequencyError,
 )
-from dvfslab.backends.sim import PodGovernor, SimBoard, SimWorkload, open_backend
-from dvfslab.backends.sim_model import (
+from dvfslab.sim.board import PodGovernor, SimBoard, SimWorkload, open_backend
+from dvfslab.sim.generate import SimulationPlan
+from dvfslab.sim.model import (
     AGX_ORIN_64GB,
     AGX_XAVIER,
     step_table,
     stress_test_gpu_rail_w,
     voltage_v,
 )
-from dvfslab.simulate import SimulationPlan
-from dvfslab.workloads import PAPER_MODELS
 
 ORIN = AGX_ORIN_64GB
 LEVELS = np.array(ORIN.levels_mhz)
@@ -182,7 +182,7 @@ def test_sampled_rails_integrate_to_the_model_energy(lock):
 
 
 def test_power_sampler_on_the_virtual_clock_agrees_with_the_model():
-    power = pytest.importorskip("dvfslab.power")
+    power = pytest.importorskip("dvfslab.measure.sampler")
     backend = open_backend(seed=5)
     backend.clocks.lock(816)
     sampler = power.PowerSampler(backend.power, period_s=0.01, clock=backend.clock, threaded=False)

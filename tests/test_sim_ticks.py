@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dvfslab.backends.base import DvfsError
-from dvfslab.backends.sim import SimWorkload, open_backend
-from dvfslab.energy import integrate_intervals, integrate_window
-from dvfslab.power import PowerSampler
+from dvfslab.hw.base import DvfsError
+from dvfslab.measure.energy import integrate_intervals, integrate_window
+from dvfslab.measure.sampler import PowerSampler
+from dvfslab.sim.board import SimWorkload, open_backend
 
 
 def _session(lock: float | None, bulk: bool):

@@ -7,18 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from dvfslab.backends.base import DvfsError, format_mhz
-from dvfslab.backends.sim import SimBoard, SimWorkload
 from dvfslab.cli import main
-from dvfslab.dataset import load_dataset
-from dvfslab.simulate import (
+from dvfslab.data.catalog import MODELS
+from dvfslab.data.contract import load_dataset
+from dvfslab.hw.base import DvfsError, format_mhz
+from dvfslab.sim.board import SimBoard, SimWorkload
+from dvfslab.sim.generate import (
     QUICK_MODELS,
     make_plan,
     paper_tree_mhz,
     simulate_dataset,
     twin_findings,
 )
-from dvfslab.workloads import MODELS
 
 FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
 

@@ -20,10 +20,10 @@ from itertools import pairwise
 import pandas as pd
 import pytest
 
-from dvfslab.backends.base import Backend, FrequencyCappedError, PowerSample, check_level
-from dvfslab.dataset import WORKLOAD_COLUMNS, load_dataset
-from dvfslab.executors import BaseExecutor, Cooldown, cool_down, gpu_temperature_c
-from dvfslab.sweep import (
+from dvfslab.data.contract import WORKLOAD_COLUMNS, load_dataset
+from dvfslab.hw.base import Backend, FrequencyCappedError, PowerSample, check_level
+from dvfslab.sweep.executors import BaseExecutor, Cooldown, cool_down, gpu_temperature_c
+from dvfslab.sweep.runner import (
     MAXN,
     SweepError,
     SweepPlan,
@@ -32,7 +32,7 @@ from dvfslab.sweep import (
     run_sweep,
     williams_rows,
 )
-from dvfslab.sweep_safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
+from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
 
 LEVELS = [306.0, 612.0, 918.0, 1300.5]
 AMBIENT_C, BUSY_C, TAU_S = 30.0, 70.0, 20.0
@@ -386,7 +386,7 @@ def test_cooldown_by_temperature_follows_the_cooling_curve():
 
 
 def test_cooldown_by_power_without_a_temperature(tmp_path):
-    from dvfslab.power import PowerSampler
+    from dvfslab.measure.sampler import PowerSampler
 
     board = FakeBoard()
     backend = fake_backend(board, telemetry=False)
@@ -439,7 +439,7 @@ def test_lock_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path):
 
 
 def test_board_lock_stops_a_second_sweep_on_the_same_board(tmp_path):
-    from dvfslab.sweep_safety import board_lock_path
+    from dvfslab.sweep.safety import board_lock_path
 
     board = FakeBoard()
     backend = fake_backend(board)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from dvfslab.dataset import load_dataset
-from dvfslab.sweep import make_plan
+from dvfslab.data.contract import load_dataset
+from dvfslab.sweep.runner import make_plan
 from dvfslab.testing.fake_sysfs import build_board
 
 WORKLOADS = ["bert-small/sst2", "pythia-70m/mrpc"]
@@ -41,7 +41,7 @@ def env(tmp_path):
 def sweep_cmd(root: Path, out: Path, *extra: str, seconds: float = 0.15) -> list[str]:
     return [sys.executable, "-m", "dvfslab", "sweep", "--backend", "jetson", "--sysfs-root", str(root),
             "--out", str(out), "--workloads", *WORKLOADS, "--freqs", *FREQS, "--reps", "2",
-            "--order", "shuffled", "--seed", "5", "--executor", "dvfslab.executors:SleepExecutor",
+            "--order", "shuffled", "--seed", "5", "--executor", "dvfslab.testing.executors:SleepExecutor",
             "--executor-opt", f"seconds={seconds}", "--idle-s", "0.05", "--cooldown-poll-s", "0.05",
             "--no-progress", *extra]
 
@@ -150,8 +150,8 @@ def test_lock_refuses_a_second_sweep_on_the_same_output_or_board(tmp_path, env):
 def test_sweep_does_not_take_over_clocks_a_live_process_holds(tmp_path, env):
     from dataclasses import replace
 
-    from dvfslab.backends.jetson import open_backend
-    from dvfslab.backends.jetson_safety import make_saved
+    from dvfslab.hw.jetson.backend import open_backend
+    from dvfslab.hw.jetson.safety import make_saved
 
     board = build_board(tmp_path / "root", "agx-orin-jp6")
     backend = open_backend(io=board.io(), state_dir=tmp_path / "state")

@@ -8,13 +8,13 @@ import time
 import numpy as np
 import pytest
 
-from dvfslab.backends import get_backend
-from dvfslab.backends.sim import SimBoard, SimWorkload
 from dvfslab.cli import main
-from dvfslab.commands.sweep import resolve_workloads
-from dvfslab.dataset import load_dataset
-from dvfslab.executors import SimExecutor
-from dvfslab.sweep import make_plan, run_sweep
+from dvfslab.cli.sweep import resolve_workloads
+from dvfslab.data.contract import load_dataset
+from dvfslab.hw import get_backend
+from dvfslab.sim.board import SimBoard, SimWorkload
+from dvfslab.sim.executor import SimExecutor
+from dvfslab.sweep.runner import make_plan, run_sweep
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_on_run_sees_every_committed_record_and_cannot_stop_the_sweep(tmp_path, 
 
 def test_online_governor_replays_a_sweeps_steps(tmp_path, no_sleep):
     """`dvfslab sweep` keeps per-step rows, so the online governor can be evaluated on any sweep."""
-    from dvfslab.online import OnlineGovernor, StepRecords
+    from dvfslab.governors.online import OnlineGovernor, StepRecords
 
     out = tmp_path / "steps"
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--reps", "1", "--steps", "30",

@@ -14,12 +14,13 @@ pytest.importorskip("matplotlib")
 
 from PIL import Image  # noqa: E402
 
-from dvfslab.backends.jetson import open_backend  # noqa: E402
-from dvfslab.executors import Cooldown, SleepExecutor  # noqa: E402
-from dvfslab.power import PowerSampler  # noqa: E402
-from dvfslab.sweep import make_plan  # noqa: E402
+from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
+from dvfslab.lab import FrequencyDial, LivePowerPanel, SweepPanel  # noqa: E402
+from dvfslab.measure.sampler import PowerSampler  # noqa: E402
+from dvfslab.sweep.executors import Cooldown  # noqa: E402
+from dvfslab.sweep.runner import make_plan  # noqa: E402
+from dvfslab.testing.executors import SleepExecutor  # noqa: E402
 from dvfslab.testing.fake_sysfs import build_board  # noqa: E402
-from dvfslab.widgets import FrequencyDial, LivePowerPanel, SweepPanel  # noqa: E402
 
 ORIN_LEVELS_MHZ = [306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5]
 
@@ -194,13 +195,13 @@ def test_sweep_panel_draws_points_as_runs_finish_and_writes_a_dataset(backend, b
 
 @pytest.fixture
 def twin():
-    from dvfslab.backends import get_backend
+    from dvfslab.hw import get_backend
 
     return get_backend("sim", seed=3)
 
 
 def test_sim_load_moves_virtual_time_and_samples_it(twin):
-    from dvfslab.widgets import SimLoad, live_panel
+    from dvfslab.lab import SimLoad, live_panel
 
     panel = live_panel(twin, workload_id="bert-base/sst2", refresh_s=0.25, sample_period_s=0.05)
     assert isinstance(panel.advance, SimLoad) and panel.sampler.threaded is False
@@ -225,7 +226,7 @@ def test_sim_load_moves_virtual_time_and_samples_it(twin):
 
 
 def test_sim_load_idles_without_a_workload(twin):
-    from dvfslab.widgets import live_panel
+    from dvfslab.lab import live_panel
 
     panel = live_panel(twin, workload_id=None, refresh_s=0.5, sample_period_s=0.1)
     panel.run(1.0, pace=False)
@@ -235,7 +236,7 @@ def test_sim_load_idles_without_a_workload(twin):
 
 
 def test_sweep_panel_on_the_twin_resumes_and_redraws_finished_runs(twin, tmp_path):
-    from dvfslab.widgets import default_executor, lab_summary, live_panel
+    from dvfslab.lab import default_executor, lab_summary, live_panel
 
     panel = live_panel(twin, workload_id="bert-small/sst2", refresh_s=0.25)
     plan = make_plan(["bert-small/sst2"], [306.0, 816.0], maxn=False, steps=4, warmup_steps=1)

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dvfslab.backends.base import DvfsError
-from dvfslab.dataset import WORKLOAD_COLUMNS
-from dvfslab.workloads import (
+from dvfslab.data.catalog import (
     CHARACTERIZATION_TASKS,
     EVALUATION_TASKS,
     MODELS,
@@ -24,6 +22,8 @@ from dvfslab.workloads import (
     workload_id,
     workload_row,
 )
+from dvfslab.data.contract import WORKLOAD_COLUMNS
+from dvfslab.hw.base import DvfsError
 
 
 def _minilm_tokenizer_file() -> Path | None:
@@ -61,7 +61,7 @@ def test_nominal_sizes_match_the_configs():
 def test_param_counts_and_configs_agree_with_transformers():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from dvfslab.workloads import hf_config
+    from dvfslab.data.catalog import hf_config
 
     for name, spec in MODELS.items():
         for labels in (1, 3):

@@ -6,7 +6,7 @@ devfreq node, INA3221 hwmon (or JetPack 4 iio) rails, the GPU load, thermal zone
 device-tree model, ``etc/nv_tegra_release`` and an ``nvpmodel`` script answering ``-q``.
 
 A file tree cannot react to writes, so the kernel's rules live in :class:`FakeKernelIO`, a
-:class:`~dvfslab.backends.jetson_sysfs.SysfsIO` that performs the same file writes and then
+:class:`~dvfslab.hw.jetson.sysfs.SysfsIO` that performs the same file writes and then
 applies them: a write making ``min_freq > max_freq`` fails with EINVAL, ``max_freq`` is
 capped by the power mode, ``cur_freq`` follows min/max (and a thermal cap), and a file
 without write bits refuses writes with EACCES even for root (as for an unprivileged user).
@@ -25,7 +25,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..backends.jetson_sysfs import FAKE_KERNEL_MARKER, SysfsIO
+from dvfslab.hw.jetson.sysfs import FAKE_KERNEL_MARKER, SysfsIO
 
 KERNEL_FILE = FAKE_KERNEL_MARKER
 ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,

@@ -1,0 +1,307 @@
+"""The sweep as tables, the per-workload feature table and the energy-optimal labels.
+
+Everything downstream (model selection, governors, evaluation, plots) works on a :class:`Sweep`:
+
+* ``levels``: one row per (workload, GPU level) with the means over the repetitions whose
+  ``status`` is ``ok`` of time, energy and power (``policy == "fixed"`` runs only);
+* ``baseline``: one row per workload with the mean of its baseline runs — the MAXN runs when
+  the dataset has them, else (``baseline: "fmax"``, or a workload without an ok MAXN run) the
+  highest level that workload was measured at;
+* ``workloads``: the dataset's ``workloads.csv``.
+
+Definitions follow ARCHITECTURE.md ("Evaluation definitions"). A sweep is written to and read
+back from an output folder (``tables/sweep_*.csv`` + ``sweep.json``) at full float precision,
+which is how the notebooks chain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dvfslab.data.contract import Dataset, atomic_write_json, atomic_write_text
+from dvfslab.hw.base import DvfsError
+
+# Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
+PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
+FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m",)
+MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
+SIZE_SPLIT_M = 70.0  # the paper's size groups: params > 70M vs <= 70M
+SIZE_GROUPS = ("> 70M", "<= 70M")
+
+
+# pandas >= 3 parses floats exactly by default and deprecates the option that older ones need
+_ROUND_TRIP = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+
+
+class SweepError(DvfsError):
+    """A sweep lacks what an analysis step needs (no fixed-level runs, a missing table ...)."""
+
+
+def _snap(freqs: pd.Series, table: Sequence[float]) -> pd.Series:
+    """Map each measured frequency to the nearest entry of the board's table (MHz)."""
+    grid = np.asarray(sorted(table), dtype=float)
+    idx = np.abs(freqs.to_numpy(float)[:, None] - grid[None, :]).argmin(axis=1)
+    return pd.Series(grid[idx], index=freqs.index)
+
+
+def level_means(runs: pd.DataFrame, freq_table_mhz: Sequence[float]) -> pd.DataFrame:
+    """Means over ok repetitions of every fixed-level run, one row per (workload, level)."""
+    ok = runs[(runs["status"] == "ok") & (runs["policy"] == "fixed")].copy()
+    if ok.empty:
+        raise SweepError("runs.csv has no status=ok run with policy=fixed: nothing to characterize "
+                         "— run a sweep over the GPU levels first")
+    ok["freq_mhz"] = _snap(ok["gpu_freq_mhz"], freq_table_mhz)
+    grouped = ok.groupby(["workload_id", "freq_mhz"], sort=True)
+    out = grouped[list(MEASURES)].mean()
+    out["n_ok"] = grouped.size()
+    return out.reset_index()
+
+
+def baseline_means(runs: pd.DataFrame, levels: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Mean baseline time/energy/util per workload; ``baseline`` says which runs were used."""
+    rows = []
+    if kind == "maxn":
+        mx = runs[(runs["status"] == "ok") & (runs["policy"] == "maxn")]
+        g = mx.groupby("workload_id")
+        got = g[list(MEASURES)].mean()
+        got["n_ok"] = g.size()
+        got["baseline"] = "maxn"
+        got["freq_mhz"] = np.nan
+        rows.append(got.reset_index())
+    done = set(rows[0]["workload_id"]) if rows else set()
+    top = levels[~levels["workload_id"].isin(done)].sort_values("freq_mhz").groupby("workload_id").tail(1)
+    top = top.assign(baseline="fmax")
+    rows.append(top)
+    out = pd.concat(rows, ignore_index=True)
+    cols = ["workload_id", "baseline", "freq_mhz", "n_ok", *MEASURES]
+    return out[cols].sort_values("workload_id").reset_index(drop=True)
+
+
+class Sweep:
+    """Level means, baselines and workloads of one dataset, with fast per-workload lookups."""
+
+    def __init__(self, levels: pd.DataFrame, baseline: pd.DataFrame, workloads: pd.DataFrame,
+                 freq_table_mhz: Sequence[float], source: str, baseline_kind: str, dataset: str = ""):
+        self.levels = levels.sort_values(["workload_id", "freq_mhz"]).reset_index(drop=True)
+        self.baseline = baseline.set_index("workload_id", drop=False)
+        measured = set(self.levels["workload_id"]) & set(self.baseline.index)
+        self.workloads = workloads[workloads["workload_id"].isin(measured)].reset_index(drop=True)
+        self.freq_table_mhz = tuple(sorted(float(f) for f in freq_table_mhz))
+        self.source, self.baseline_kind, self.dataset = source, baseline_kind, dataset
+        self._base = {w: (float(e), float(t)) for w, e, t in
+                      zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
+        self._curves = {w: (g["freq_mhz"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
+                        for w, g in self.levels.groupby("workload_id")}
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == "simulated"
+
+    def workload_ids(self, split: str | None = None) -> list[str]:
+        """Workloads with both level runs and a baseline, optionally of one split."""
+        wl = self.workloads if split is None else self.workloads[self.workloads["split"] == split]
+        return list(wl["workload_id"])
+
+    def curve(self, workload_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(freq_mhz, energy_j, time_s)`` arrays of the measured levels, ascending."""
+        try:
+            return self._curves[workload_id]
+        except KeyError:
+            raise SweepError(f"workload {workload_id!r} has no ok fixed-level runs in this sweep") from None
+
+    def nearest_level(self, workload_id: str, freq_mhz: float) -> float:
+        """The measured level of ``workload_id`` closest to ``freq_mhz`` (ties: the higher)."""
+        freqs = self.curve(workload_id)[0]
+        dist = np.abs(freqs - float(freq_mhz))
+        return float(freqs[np.flatnonzero(dist == dist.min())[-1]])
+
+    def at(self, workload_id: str, freq_mhz: float) -> tuple[float, float]:
+        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 MHz)."""
+        freqs, energy, time = self.curve(workload_id)
+        hit = np.flatnonzero(np.isclose(freqs, float(freq_mhz), rtol=0, atol=1e-6))
+        if not hit.size:
+            raise SweepError(f"workload {workload_id!r} was not measured at {freq_mhz:g} MHz")
+        return float(energy[hit[0]]), float(time[hit[0]])
+
+    def baseline_of(self, workload_id: str) -> tuple[float, float]:
+        """``(energy_j, time_s)`` of the baseline (MAXN mean, or highest level)."""
+        try:
+            return self._base[workload_id]
+        except KeyError:
+            raise SweepError(f"workload {workload_id!r} has no baseline run in this sweep") from None
+
+    def oracle_freq(self, workload_id: str) -> float:
+        """The measured level with the least mean energy (ties: the lowest level)."""
+        freqs, energy, _ = self.curve(workload_id)
+        return float(freqs[int(np.argmin(energy))])
+
+
+def sweep_from_dataset(ds: Dataset) -> Sweep:
+    """Build the :class:`Sweep` of a loaded dataset."""
+    if ds.meta.get("energy_measured", True) is False:
+        raise SweepError(f"{ds.path}/meta.json says energy_measured: false — the analysis needs energy_j; "
+                         "record the runs with a power reader (a Jetson's INA3221 rails, NVML, or the simulated board)")
+    levels = level_means(ds.runs, ds.freq_table_mhz)
+    base = baseline_means(ds.runs, levels, ds.baseline)
+    return Sweep(levels, base, ds.workloads, ds.freq_table_mhz, ds.source, ds.baseline, str(ds.path))
+
+
+def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
+    """Write the sweep under ``out_dir`` (tables/sweep_*.csv, sweep.json), full precision."""
+    out = Path(out_dir)
+    write_table(out / "tables" / "sweep_levels.csv", sweep.levels)
+    write_table(out / "tables" / "sweep_baseline.csv", sweep.baseline.reset_index(drop=True))
+    write_table(out / "tables" / "workloads.csv", sweep.workloads)
+    atomic_write_json(out / "sweep.json", {"dataset": sweep.dataset, "source": sweep.source,
+                                          "baseline": sweep.baseline_kind,
+                                          "freq_table_mhz": list(sweep.freq_table_mhz)})
+
+
+def read_sweep(out_dir: str | os.PathLike) -> Sweep:
+    """Read back what :func:`write_sweep` wrote (notebook 01 writes it)."""
+    out = Path(out_dir)
+    path = out / "sweep.json"
+    if not path.exists():
+        raise SweepError(f"{path} is missing — run notebook 01_characterization with this OUTPUT_DIR first")
+    meta = json.loads(path.read_text())
+    return Sweep(read_table(out / "tables" / "sweep_levels.csv"),
+                 read_table(out / "tables" / "sweep_baseline.csv"),
+                 read_table(out / "tables" / "workloads.csv"),
+                 meta["freq_table_mhz"], meta["source"], meta["baseline"], meta["dataset"])
+
+
+def write_table(path: str | os.PathLike, frame: pd.DataFrame) -> None:
+    """Write a CSV atomically with every float at full (round-trip) precision."""
+    atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
+
+
+def read_table(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a CSV written by :func:`write_table` (floats round-trip exactly)."""
+    if not Path(path).exists():
+        raise SweepError(f"{path} is missing — run the earlier notebooks with this OUTPUT_DIR first")
+    return pd.read_csv(path, **_ROUND_TRIP)
+
+
+# --------------------------------------------------------------------------------------------
+# Characterization
+# --------------------------------------------------------------------------------------------
+
+
+def optimal_levels(sweep: Sweep) -> pd.DataFrame:
+    """Per workload: energy-optimal level, its index in the board table, U-shape and baselines.
+
+    ``u_shaped`` is true when the least-energy level is interior: neither the lowest nor the
+    highest level the workload was measured at (a workload measured at < 3 levels is not).
+    ``opt_level_idx`` is the 0-based position in ``freq_table_mhz``; ``paper_label`` ranks the
+    distinct optimal levels that occur (1 = lowest), like the paper's labels 1–6.
+    """
+    table = np.asarray(sweep.freq_table_mhz)
+    rows = []
+    for wid in sweep.workload_ids():
+        freqs, energy, time = sweep.curve(wid)
+        k = int(np.argmin(energy))
+        e_b, t_b = sweep.baseline_of(wid)
+        rows.append({"workload_id": wid, "opt_freq_mhz": float(freqs[k]),
+                     "opt_level_idx": int(np.abs(table - freqs[k]).argmin()),
+                     "opt_energy_j": float(energy[k]), "opt_time_s": float(time[k]),
+                     "baseline_energy_j": e_b, "baseline_time_s": t_b,
+                     "oracle_saving_pct": 100.0 * (1.0 - energy[k] / e_b),
+                     "n_levels": len(freqs), "u_shaped": bool(0 < k < len(freqs) - 1)})
+    out = pd.DataFrame(rows)
+    ranks = {f: i + 1 for i, f in enumerate(sorted(out["opt_freq_mhz"].unique()))}
+    out["paper_label"] = out["opt_freq_mhz"].map(ranks)
+    info = sweep.workloads[["workload_id", "model", "task", "split", "params_m"]]
+    return info.merge(out, on="workload_id")
+
+
+def characterization_summary(optima: pd.DataFrame) -> dict:
+    """The ``characterization`` section of summary.json, over every workload of the sweep."""
+    return {"sweet_spot_mhz": {"min": float(optima["opt_freq_mhz"].min()),
+                               "max": float(optima["opt_freq_mhz"].max())},
+            "u_shaped_fraction": float(optima["u_shaped"].mean()),
+            "n_workloads": int(len(optima))}
+
+
+def relative_levels(sweep: Sweep) -> pd.DataFrame:
+    """Level means joined with workload info, with time/power/energy relative to the baseline."""
+    base = sweep.baseline[["time_s", "energy_j", "avg_power_w"]].add_prefix("baseline_")
+    out = sweep.levels.merge(base, left_on="workload_id", right_index=True)
+    out["time_rel"] = out["time_s"] / out["baseline_time_s"]
+    out["power_rel"] = out["avg_power_w"] / out["baseline_avg_power_w"]
+    out["energy_rel"] = out["energy_j"] / out["baseline_energy_j"]
+    info = sweep.workloads[["workload_id", "model", "task", "split", "params_m"]]
+    return info.merge(out, on="workload_id")
+
+
+def long_form(frame: pd.DataFrame, value_cols: Iterable[str], id_cols: Iterable[str],
+              var_name: str = "metric") -> pd.DataFrame:
+    """Melt wide columns into a tidy (id..., metric, value) frame for faceted plots."""
+    return frame.melt(id_vars=list(id_cols), value_vars=list(value_cols), var_name=var_name, value_name="value")
+
+
+# --------------------------------------------------------------------------------------------
+# Features
+# --------------------------------------------------------------------------------------------
+
+
+def size_group(params_m: pd.Series) -> pd.Series:
+    """The paper's size groups: ``"> 70M"`` / ``"<= 70M"``; unknown size -> ``"unknown"``."""
+    out = np.where(params_m > SIZE_SPLIT_M, SIZE_GROUPS[0], SIZE_GROUPS[1])
+    return pd.Series(np.where(params_m.isna(), "unknown", out), index=params_m.index)
+
+
+def feature_table(sweep: Sweep) -> pd.DataFrame:
+    """One row per workload: identity, split, the features of :data:`FEATURES`, the labels.
+
+    ``gpu_util_pct`` comes from the baseline runs (what a governor can observe before it picks
+    a level); ``is_decoder`` encodes ``model_type`` (NaN when unknown). Labels are those of
+    :func:`optimal_levels`.
+    """
+    wl = sweep.workloads.copy()
+    wl["is_decoder"] = wl["model_type"].map({"decoder": 1.0, "encoder": 0.0}).astype(float)
+    util = sweep.baseline["gpu_util_pct"].rename("gpu_util_pct")
+    wl = wl.merge(util, left_on="workload_id", right_index=True, how="left")
+    wl["size_group"] = size_group(wl["params_m"].astype(float))
+    for col in FEATURES:
+        wl[col] = wl[col].astype(float)
+    keep = ["workload_id", "model", "model_family", "model_type", "task", "split", "size_group", *FEATURES]
+    labels = optimal_levels(sweep).drop(columns=["model", "task", "split", "params_m"])
+    return wl[keep].merge(labels, on="workload_id")
+
+
+def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:
+    """Split candidate feature columns into used ones and dropped ones with the reason.
+
+    A column is dropped when it is absent or has no value at all in ``features`` (the training
+    rows); partly missing columns are kept and imputed (median) by the models.
+    """
+    used, dropped = [], {}
+    for col in candidates:
+        if col not in features.columns:
+            dropped[col] = "not in the feature table"
+        elif features[col].isna().all():
+            dropped[col] = "no value in any training workload"
+        else:
+            used.append(col)
+    if not used:
+        raise SweepError("no usable feature: every candidate feature is missing in the training workloads "
+                         f"({', '.join(dropped)}) — fill workloads.csv or gpu_util_pct in runs.csv")
+    return used, dropped
+
+
+def pick_splits(features: pd.DataFrame) -> tuple[str, str]:
+    """``(train_split, eval_split)``: characterization / evaluation, or the one split present.
+
+    A dataset with a single split trains and evaluates on it (the notebooks say so: the
+    learned policies' figures are then optimistic).
+    """
+    present = set(features["split"])
+    train = "characterization" if "characterization" in present else "evaluation"
+    test = "evaluation" if "evaluation" in present else "characterization"
+    return train, test

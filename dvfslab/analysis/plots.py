@@ -1,0 +1,258 @@
+"""Seaborn figures from tidy frames: no I/O and no analysis here, only drawing.
+
+Every function returns a :class:`matplotlib.figure.Figure` and takes ``simulated``: when true,
+the title says the data is simulated (the project's rule for data from the simulated board).
+The frames come from :mod:`dvfslab.analysis.aggregate`, :mod:`dvfslab.analysis.selection` and
+:mod:`dvfslab.analysis.replay`; the notebooks save the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+METRIC_LABELS = {"time_rel": "time / baseline", "power_rel": "power / baseline", "energy_rel": "energy / baseline",
+                 "saving_pct": "energy saving vs baseline (%)", "slowdown_pct": "slowdown vs baseline (%)",
+                 "regret_pct": "regret (% of baseline energy)", "accuracy": "accuracy",
+                 "within_one": "accuracy within one level"}
+SIZE_PALETTE = {"> 70M": "#d62728", "<= 70M": "#2c7fb8", "unknown": "#7f7f7f"}
+
+
+def title(text: str, simulated: bool) -> str:
+    """``text``, marked as simulated when it is."""
+    return f"{text} — SIMULATED data" if simulated else text
+
+
+def _finish(fig: Figure, text: str, simulated: bool) -> Figure:
+    fig.suptitle(title(text, simulated), fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def _finish_grid(g: sns.FacetGrid, text: str, simulated: bool) -> Figure:
+    """Like :func:`_finish` for seaborn grids (keeps room for their legend)."""
+    g.figure.suptitle(title(text, simulated), fontsize=12)
+    g.tight_layout()
+    return g.figure
+
+
+def _model_colors(models: Sequence[str]) -> dict[str, Any]:
+    """One viridis colour per model, in the given (size) order."""
+    return dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
+
+
+def sweep_curves(rel: pd.DataFrame, simulated: bool) -> Figure:
+    """Time, power and energy relative to the baseline vs GPU level: one panel per metric,
+    one line per workload, coloured by model (ordered by size).
+
+    ``rel``: long form with columns workload_id, model, params_m, freq_mhz, metric, value (see
+    :func:`dvfslab.analysis.aggregate.relative_levels` and :func:`dvfslab.analysis.aggregate.long_form`).
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    order = rel.sort_values(["params_m", "model"])["model"].drop_duplicates().tolist()
+    colors = _model_colors(order)
+    metrics = list(dict.fromkeys(rel["metric"]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics) + 1.6, 3.3), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for (model, _), line in rel[rel["metric"] == metric].groupby(["model", "workload_id"], sort=False):
+            line = line.sort_values("freq_mhz")
+            ax.plot(line["freq_mhz"], line["value"], color=colors[model], lw=1, alpha=0.8)
+        ax.axhline(1.0, color="black", lw=0.7, ls=":")
+        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_xlabel("GPU level (MHz)")
+    axes[0][0].set_ylabel("relative to baseline (1 = baseline)")
+    handles = [plt.Line2D([], [], color=colors[m], lw=2) for m in order]
+    fig.legend(handles, order, title="model", loc="center right", fontsize=7)
+    fig.suptitle(title("Time, power and energy vs GPU frequency, one line per workload", simulated), fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
+    return fig
+
+
+def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wrap: int = 4) -> Figure:
+    """Energy (kJ) vs GPU level per workload, one panel per model, the optimum starred.
+
+    ``levels``: model, task, freq_mhz, energy_j; ``optima``: model, task, params_m,
+    opt_freq_mhz, opt_energy_j.
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    order = optima.sort_values(["params_m", "model"])["model"].drop_duplicates().tolist()
+    tasks = list(dict.fromkeys(levels["task"]))
+    colors = dict(zip(tasks, sns.color_palette("tab10", len(tasks)), strict=False))
+    ncol = min(col_wrap, len(order))
+    nrow = -(-len(order) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol + 1.2, 2.4 * nrow), squeeze=False)
+    for ax, model in zip(axes.flat, order, strict=False):
+        for task, line in levels[levels["model"] == model].groupby("task", sort=False):
+            line = line.sort_values("freq_mhz")
+            ax.plot(line["freq_mhz"], line["energy_j"] / 1e3, marker="o", ms=2.5, lw=1, color=colors[task])
+        opt = optima[optima["model"] == model]
+        ax.scatter(opt["opt_freq_mhz"], opt["opt_energy_j"] / 1e3, marker="*", s=90, color="black", zorder=5,
+                   label="least energy")
+        ax.set_title(model)
+    for ax in axes.flat[len(order):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("energy per run (kJ)")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("GPU level (MHz)")
+    handles = [plt.Line2D([], [], color=colors[t], marker="o", lw=1) for t in tasks]
+    handles.append(plt.Line2D([], [], color="black", marker="*", ls="", ms=9))
+    fig.legend(handles, tasks + ["least energy"], title="task", loc="center right", fontsize=7)
+    fig.suptitle(title("Energy U-curves, least-energy level starred", simulated), fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1 - 1.1 / fig.get_figwidth(), 1))
+    return fig
+
+
+def optimal_heatmap(features: pd.DataFrame, simulated: bool) -> Figure:
+    """Energy-optimal level (MHz) by model x task; models ordered by parameter count."""
+    sns.set_theme(style="white", context="paper")
+    order = features.sort_values(["params_m", "model"])["model"].drop_duplicates()
+    grid = features.pivot_table(index="model", columns="task", values="opt_freq_mhz", aggfunc="first").reindex(order)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * grid.shape[1], 1.2 + 0.4 * grid.shape[0]))
+    sns.heatmap(grid, annot=True, fmt="g", cmap="viridis", cbar_kws={"label": "optimal level (MHz)"}, ax=ax)
+    ax.set_xlabel("task")
+    ax.set_ylabel("model (by size)")
+    return _finish(fig, "Energy-optimal GPU level", simulated)
+
+
+def feature_relations(long: pd.DataFrame, simulated: bool) -> Figure:
+    """Optimal level vs each feature (long form: feature, value, opt_freq_mhz, model_type)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    g = sns.relplot(data=long, x="value", y="opt_freq_mhz", col="feature", hue="model_type", col_wrap=3,
+                    height=2.4, aspect=1.1, facet_kws={"sharex": False}, s=25)
+    g.set_axis_labels("feature value", "optimal level (MHz)")
+    g.set_titles("{col_name}")
+    return _finish_grid(g, "What the optimal level depends on", simulated)
+
+
+def cv_comparison(long: pd.DataFrame, simulated: bool) -> Figure:
+    """Bars per model: accuracy, within-one accuracy and regret, LOOCV vs leave-one-model-out.
+
+    ``long``: model, scheme, metric, value (see :func:`dvfslab.analysis.selection.comparison`).
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    if long.empty:
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.text(0.5, 0.5, "no cross-validation: fewer than two training workloads", ha="center", va="center")
+        ax.axis("off")
+        return _finish(fig, "Model selection", simulated)
+    g = sns.catplot(data=long, x="value", y="model", hue="scheme", col="metric", kind="bar", orient="h",
+                    height=2.8, aspect=1.0, sharex=False, errorbar=None)
+    for metric, ax in g.axes_dict.items():
+        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_xlabel("")
+    return _finish_grid(g, "Model selection: held-out accuracy and energy regret", simulated)
+
+
+def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision tree") -> Figure:
+    """Draw a dvfslab tree dict (splits as boxes, leaves as levels; left = condition true)."""
+    nodes: Sequence[Mapping[str, Any]] = tree["nodes"]
+    pos: dict[int, tuple[float, int]] = {}
+    leaves = [0]
+
+    def place(i: int, depth: int) -> float:
+        node = nodes[i]
+        if "freq_mhz" in node:
+            x = float(leaves[0])
+            leaves[0] += 1
+        else:
+            x = (place(node["left"], depth + 1) + place(node["right"], depth + 1)) / 2
+        pos[i] = (x, depth)
+        return x
+
+    place(0, 0)
+    depth = max(d for _, d in pos.values()) + 1
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.7 * leaves[0]), 1.2 + 1.1 * depth))
+    for i, node in enumerate(nodes):
+        if i not in pos:
+            continue
+        x, d = pos[i]
+        if "freq_mhz" in node:
+            text, color = f"{node['freq_mhz']:g} MHz", "#d9f0d3"
+        else:
+            text, color = f"{node['feature']}\n<= {node['threshold']:.4g}", "#e8eef7"
+            for child, lab in ((node["left"], "yes"), (node["right"], "no")):
+                cx, cd = pos[child]
+                ax.plot([x, cx], [-d, -cd], color="grey", lw=1, zorder=1)
+                ax.text((x + cx) / 2, -(d + cd) / 2, lab, fontsize=7, color="grey", ha="center")
+        ax.text(x, -d, text, ha="center", va="center", fontsize=8, zorder=2,
+                bbox={"boxstyle": "round", "fc": color, "ec": "grey"})
+    ax.set_xlim(-0.7, leaves[0] - 0.3)
+    ax.set_ylim(-depth + 0.4, 0.6)
+    ax.axis("off")
+    return _finish(fig, name, simulated)
+
+
+def savings_bars(per_workload: pd.DataFrame, simulated: bool) -> Figure:
+    """Mean energy saving and slowdown per policy (bars) with each workload as a dot.
+
+    ``per_workload``: long form with policy, metric (saving_pct | slowdown_pct), value,
+    size_group.
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    g = sns.catplot(data=per_workload, x="policy", y="value", col="metric", kind="bar", errorbar=None,
+                    color="#9ecae1", height=3.2, aspect=1.2, sharey=False)
+    g.map_dataframe(sns.stripplot, x="policy", y="value", hue="size_group", dodge=False, size=3, alpha=0.8,
+                    palette=SIZE_PALETTE)
+    for metric, ax in g.axes_dict.items():
+        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_ylabel("%")
+        ax.axhline(0.0, color="black", lw=0.8)
+    g.add_legend(title="workload size")
+    return _finish_grid(g, "Governors on the evaluation workloads: mean (bar) and per workload (dots)", simulated)
+
+
+def saving_vs_slowdown(summary: pd.DataFrame, simulated: bool) -> Figure:
+    """Mean saving vs mean slowdown, one point per policy (and size group when given)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    hue = "size_group" if "size_group" in summary else None
+    sns.scatterplot(data=summary, x="mean_slowdown_pct", y="mean_saving_pct", hue=hue, style="policy", s=70, ax=ax,
+                    palette=SIZE_PALETTE if hue else None)
+    ax.set_xlabel("mean slowdown vs baseline (%)")
+    ax.set_ylabel("mean energy saving vs baseline (%)")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return _finish(fig, "Energy saved vs time lost", simulated)
+
+
+def pareto(points: pd.DataFrame, simulated: bool, text: str = "Energy vs time, mean over workloads") -> Figure:
+    """Mean energy / baseline vs mean time / baseline, one point per policy (and ``limit``
+    when given), the Pareto front joined. ``points``: :func:`dvfslab.analysis.govcv.pareto_points`."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    style = "limit" if "limit" in points else None
+    sns.scatterplot(data=points, x="time_rel", y="energy_rel", hue="policy", style=style, s=80, ax=ax)
+    front = points[points["pareto"]].sort_values("time_rel")
+    ax.plot(front["time_rel"], front["energy_rel"], color="#7f7f7f", lw=1, ls="--", zorder=0, label="Pareto front")
+    for _, p in points.iterrows():
+        ax.annotate(str(p["policy"]), (p["time_rel"], p["energy_rel"]), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set_xlabel("time / baseline (lower is faster)")
+    ax.set_ylabel("energy / baseline (lower is better)")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return _finish(fig, text, simulated)
+
+
+def governor_cv(summary: pd.DataFrame, simulated: bool) -> Figure:
+    """Mean regret and mean saving per policy, one bar group per CV scheme.
+
+    ``summary``: :func:`dvfslab.analysis.replay.summarize` with ``by=["scheme"]``.
+    """
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    for ax, col in zip(axes, ("mean_regret_pct", "mean_saving_pct"), strict=True):
+        sns.barplot(data=summary, x="policy", y=col, hue="scheme", ax=ax)
+        ax.set_ylabel(METRIC_LABELS.get(col.replace("mean_", ""), col))
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=30, labelsize=7)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.get_legend().remove()
+    # one legend outside the axes: inside, it would hide the bars that reach the top
+    fig.legend(handles, labels, title="held out", fontsize=7, title_fontsize=7,
+               loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _finish(fig, "Governors under cross-validation (training workloads)", simulated)

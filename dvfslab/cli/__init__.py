@@ -1,0 +1,49 @@
+"""The ``dvfslab`` command.
+
+Sub-commands live one per module in this package; each module defines
+``register(subparsers)`` which adds its parser(s) and sets ``func=<callable(args) -> int>``.
+Errors dvfslab raises on purpose (:class:`DvfsError`) are printed as one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from dvfslab import __version__
+from dvfslab.hw.base import DvfsError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dvfslab",
+        description="GPU DVFS for energy-efficient fine-tuning on NVIDIA Jetson.",
+    )
+    parser.add_argument("--version", action="version", version=f"dvfslab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except DvfsError as err:
+        print(f"dvfslab {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"dvfslab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Hardware commands: ``dvfslab devices``, ``dvfslab clocks``, ``dvfslab run``.
+
+* ``devices [--sysfs-root DIR]``: what this machine offers (board, JetPack, power mode, GPU
+  levels, whether the clocks are writable, rails, load, temperatures, NVML, jtop).
+* ``clocks [--list | --set MHZ [--nearest] | --restore] [--sysfs-root DIR]``: ``--set`` pins
+  the GPU and leaves it pinned (originals kept in the state file); ``--restore`` puts the
+  originals back (also after a run killed by SIGKILL).
+* ``run --freq MHZ [--nearest] [--sysfs-root DIR] -- CMD ARGS...``: lock, run the command,
+  return its exit code, restore; on SIGINT/SIGTERM forward the signal to the command,
+  restore, and exit with 128 + signal number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+
+from dvfslab.hw.base import DvfsError, format_mhz
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sysfs-root", default="/", metavar="DIR",
+                   help="root of the sysfs tree (default /; a fake tree in tests)")
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="where the original clocks are saved (default $DVFSLAB_STATE_DIR or ~/.local/state/dvfslab)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("devices", help="show clock control, power rails, permissions, board, power mode")
+    _common(p)
+    p.set_defaults(func=run_devices)
+
+    p = sub.add_parser("clocks", help="list, set or restore the Jetson GPU clock")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--list", action="store_true", help="levels and current state (default)")
+    g.add_argument("--set", type=float, metavar="MHZ", help="pin the GPU at this level (stays pinned)")
+    g.add_argument("--restore", action="store_true", help="restore the clocks saved before the first change")
+    p.add_argument("--nearest", action="store_true", help="with --set: snap to the nearest level")
+    _common(p)
+    p.set_defaults(func=run_clocks)
+
+    p = sub.add_parser("run", help="run a command with the GPU pinned, then restore the clocks")
+    p.add_argument("--freq", type=float, required=True, metavar="MHZ", help="GPU level to lock")
+    p.add_argument("--nearest", action="store_true", help="snap --freq to the nearest level")
+    _common(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
+    p.set_defaults(func=run_command)
+
+
+def _clocks(args, handle_signals: bool = False):
+    from dvfslab.hw.jetson.backend import JetsonClocks
+
+    return JetsonClocks(args.sysfs_root, state_dir=args.state_dir, handle_signals=handle_signals)
+
+
+def _state_line(st) -> str:
+    lock = "locked" if st.locked else "unlocked"
+    return (f"cur {format_mhz(st.cur_freq_mhz)} MHz, min {format_mhz(st.min_freq_mhz)} MHz, "
+            f"max {format_mhz(st.max_freq_mhz)} MHz, governor {st.governor} ({lock})")
+
+
+# -- devices --------------------------------------------------------------------------------
+def _jetson_lines(args) -> list[str]:
+    from dvfslab.hw.jetson.backend import open_backend
+
+    be = open_backend(args.sysfs_root, state_dir=args.state_dir)
+    d, clocks = be.description, be.clocks
+    lines = [f"jetson: {d['board'] or 'unknown board'}, {d['jetpack'] or 'unknown release'}, "
+             f"power mode {d['power_mode'] or 'unknown (nvpmodel not found)'}",
+             f"  GPU devfreq: {d['devfreq']} ({d['gpu']})",
+             "  levels (MHz): " + " ".join(format_mhz(f) for f in d["levels_mhz"]),
+             "  clocks now: " + _state_line(clocks.state())]
+    if d["clock_writable"]:
+        lines.append("  clock control: writable")
+    else:
+        lines.append("  clock control: NOT writable by this user (run as root, or add the udev rule "
+                     "in docs/hardware.md)")
+    saved = clocks.state_file.load()
+    if saved is not None:
+        lines.append(f"  state file: {clocks.state_file.path}: originals {saved.describe()}; "
+                     "`dvfslab clocks --restore` puts them back")
+    lines.append("  power rails: " + _rails_text(be.power, d))
+    load = be.telemetry.gpu_load_pct()
+    lines.append(f"  GPU load: {'unknown' if load is None else f'{load:g} %'}")
+    temps = be.telemetry.temperatures_c()
+    lines.append("  temperatures: " + (", ".join(f"{k} {v:.1f} C" for k, v in temps.items()) or "none"))
+    return lines
+
+
+def _rails_text(power, description: dict) -> str:
+    """One line: every rail in mW, which make CPU+GPU, the sensor interval (or why none)."""
+    if power is None:
+        return f"none ({description.get('power_error')})"
+    try:
+        sample = power.read()
+    except DvfsError as err:
+        return f"unreadable ({err})"
+    finally:
+        power.close()
+    rails = ", ".join(f"{k} {v:.0f} mW" for k, v in sample.power_mw.items())
+    interval = f"{power.update_interval_s * 1000:g} ms" if power.update_interval_s else "unknown"
+    return (f"{rails}; CPU+GPU = {' + '.join(power.total_rails)} ({power.board_family}); "
+            f"sensor update interval {interval}")
+
+
+def _nvml_line(args) -> tuple[str, bool]:
+    """(the nvml line, whether NVML offers clock control or power)."""
+    if args.sysfs_root != "/":
+        return "nvml: not probed (--sysfs-root points at another tree)", False
+    from dvfslab.hw.nvml import open_backend
+
+    try:
+        be = open_backend()
+    except DvfsError as err:
+        return f"nvml: not available ({err})", False
+    return (f"nvml: {be.description['gpu']}: clock control {'yes' if be.clocks else 'no'}, "
+            f"power {'yes' if be.power else 'no'}"), True
+
+
+def _jtop_line(args) -> str:
+    if importlib.util.find_spec("jtop") is None:
+        return "jtop: jetson-stats not installed"
+    sock = os.path.join(args.sysfs_root, "run/jtop.sock")
+    state = "running" if os.path.exists(sock) else f"not running (no {sock}; sudo systemctl start jtop.service)"
+    return f"jtop: installed, service {state}"
+
+
+def run_devices(args) -> int:
+    """Print what is available; exit 0 when a GPU backend was found, else 1."""
+    found = False
+    try:
+        lines = _jetson_lines(args)
+        found = True
+    except DvfsError as err:
+        lines = [f"jetson: not available ({err})"]
+    nvml, nvml_ok = _nvml_line(args)
+    found = found or nvml_ok
+    print("\n".join(lines + [nvml, _jtop_line(args)]))
+    return 0 if found else 1
+
+
+# -- clocks ---------------------------------------------------------------------------------
+def run_clocks(args) -> int:
+    clocks = _clocks(args)
+    if args.set is not None:
+        st = clocks.lock(args.set, nearest=args.nearest)
+        hz = round(st.cur_freq_mhz * 1e6)
+        print(f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz (min_freq = max_freq = {hz}); originals "
+              f"saved in {clocks.state_file.path}; undo with `dvfslab clocks --restore`")
+        return 0
+    if args.restore:
+        saved = clocks.restore_saved()
+        if saved is None:
+            print(f"nothing to restore (no state file {clocks.state_file.path}); clocks now: "
+                  + _state_line(clocks.state()))
+            return 0
+        if saved.pid != os.getpid() and _alive(saved.pid):
+            print(f"warning: pid {saved.pid}, which changed the clocks, is still running", file=sys.stderr)
+        print(f"restored governor {saved.governor}, min_freq {saved.min_freq_hz}, max_freq "
+              f"{saved.max_freq_hz}; clocks now: " + _state_line(clocks.state()))
+        return 0
+    st = clocks.state()
+    print("levels (MHz): " + " ".join(format_mhz(f) for f in st.levels_mhz))
+    print("now: " + _state_line(st))
+    mode = clocks.power_mode()
+    print(f"power mode: {mode.describe() if mode else 'unknown (nvpmodel not found)'}")
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    from dvfslab.hw.jetson.safety import pid_alive
+
+    return pid_alive(pid)
+
+
+# -- run ------------------------------------------------------------------------------------
+class _Signalled(BaseException):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Forwarder:
+    """SIGINT/SIGTERM handler: forward to the child; the first one also raises :class:`_Signalled`."""
+
+    def __init__(self):
+        self.child: subprocess.Popen | None = None
+        self.signum: int | None = None
+        self.forwarded = False
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def uninstall(self) -> None:
+        for sig, prev in self._previous.items():
+            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
+
+    def forward(self, signum: int) -> None:
+        if self.child is not None and self.child.poll() is None:
+            try:
+                self.child.send_signal(signum)
+                self.forwarded = True
+            except ProcessLookupError:
+                pass
+
+    def _handle(self, signum: int, frame) -> None:
+        self.forward(signum)
+        if self.signum is None:
+            self.signum = signum
+            raise _Signalled(signum)
+
+
+def _exit_code(rc: int) -> int:
+    return 128 - rc if rc < 0 else rc
+
+
+def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
+    """Lock ``args.freq`` (``None``: leave the clock alone), run ``args.cmd``, restore.
+
+    ``clocks``: any object with ``lock(freq_mhz, nearest=...)``, ``state()`` and ``reset()``
+    (default: the Jetson clocks under ``args.sysfs_root``); ``dvfslab govern`` reuses this.
+    """
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
+    if not cmd:
+        raise DvfsError(f"no command given; usage: {prog} ... -- CMD ARGS...")
+    clocks = _clocks(args) if clocks is None else clocks
+    fwd = _Forwarder()
+    fwd.install()
+    locked = False
+    try:
+        if args.freq is None:
+            what = "GPU clock left to the board's default governor"
+        else:
+            st = clocks.lock(args.freq, nearest=args.nearest)
+            what = f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz"
+        locked = True
+        print(f"{prog}: {what}; running: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        try:
+            fwd.child = subprocess.Popen(cmd)
+        except OSError as err:
+            raise DvfsError(f"cannot start {cmd[0]!r}: {err.strerror or err}") from err
+        return _exit_code(fwd.child.wait())
+    except _Signalled as sig:
+        if not fwd.forwarded:
+            fwd.forward(sig.signum)
+        clocks.reset()  # restore first, then wait for the command to finish
+        if fwd.child is not None:
+            fwd.child.wait()
+        print(f"{prog}: {signal.Signals(sig.signum).name} forwarded to the command", file=sys.stderr)
+        return 128 + sig.signum
+    finally:
+        clocks.reset()
+        fwd.uninstall()
+        if locked:
+            print(f"{prog}: clocks restored: {_state_line(clocks.state())}", file=sys.stderr)

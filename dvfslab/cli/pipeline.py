@@ -1,0 +1,34 @@
+"""``dvfslab pipeline``: run notebooks 01–05 on a dataset with papermill."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("pipeline", help="run the notebook series (characterization -> governors) on a dataset",
+                       description="Execute notebooks 01-05 with papermill on a dataset directory and write the "
+                                   "executed notebooks, their HTML, figures/*.png, tables/*.csv and summary.json.")
+    p.add_argument("--data", metavar="DIR", default=None,
+                   help="dataset directory (default: the bundled data/replay)")
+    p.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/<timestamp>/)")
+    p.add_argument("--quick", action="store_true", help="smaller model-selection grid (CI, a first look)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the learned models (default 0)")
+    p.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dvfslab.pipeline.runner import read_summary, run_pipeline
+
+    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
+    summary = read_summary(out)
+    gov = summary.get("governors", {})
+    for name in ("mlg", "mlg-paper", "ffg", "curve", "online", "oracle"):
+        if gov.get(name) and gov[name].get("mean_saving_pct") is not None:
+            g = gov[name]
+            steps = f"  ({g['profiling_steps']:g} profiling steps)" if g.get("profiling_steps") else ""
+            print(f"  {name:>9}: mean saving {g['mean_saving_pct']:6.2f} %  mean slowdown {g['mean_slowdown_pct']:6.2f} %"
+                  f"  mean regret {g['mean_regret_pct']:5.2f} %{steps}")
+    tag = " (SIMULATED data)" if summary.get("source") == "simulated" else ""
+    what = "executed notebooks and their HTML" if args.html else "executed notebooks"
+    print(f"pipeline output{tag}: {out}  (summary.json, figures/, tables/, {what})")
+    return 0

@@ -1,0 +1,176 @@
+"""``dvfslab sweep``: a resumable, crash-safe characterization sweep (see docs/sweep.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+
+from dvfslab.hw.base import DvfsError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a characterization sweep (workloads x GPU levels x repetitions + MAXN)",
+        description="Run every workload at every GPU level (plus MAXN baseline runs), several "
+                    "times, into a dataset directory. Each finished run is committed atomically; "
+                    "--resume continues after a crash without losing or repeating a run.")
+    p.add_argument("--backend", choices=("jetson", "nvml", "sim"), required=True,
+                   help="jetson (sysfs), nvml (discrete GPU) or sim (the simulated AGX Orin)")
+    p.add_argument("--out", required=True, metavar="DIR", help="sweep / dataset directory")
+    p.add_argument("--workloads", nargs="+", metavar="ID",
+                   help="catalog ids like bert-base/sst2 (comma or space separated), or all, "
+                        "characterization, evaluation; optional with --resume")
+    p.add_argument("--freqs", nargs="+", metavar="MHZ",
+                   help="GPU levels in MHz, or 'all' (default: every level of the board)")
+    p.add_argument("--reps", type=int, default=1, help="repetitions of every (workload, level) (default 1)")
+    p.add_argument("--no-maxn", action="store_true", help="leave out the MAXN baseline runs")
+    p.add_argument("--order", choices=("sequential", "shuffled", "interleaved"), default="interleaved",
+                   help="run order (default interleaved: a Williams design per repetition)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the shuffled order and of the simulated board's noise (default 0)")
+    p.add_argument("--steps", type=int, default=100, help="measured training steps per run (default 100)")
+    p.add_argument("--warmup-steps", type=int, default=10, help="unmeasured steps before each window (default 10)")
+    p.add_argument("--step-rows", type=int, default=50, metavar="N",
+                   help="keep time and energy of the first N measured steps of repetition 0 of every "
+                        "(workload, level) in steps.csv, for the online governor (default 50; 0: none)")
+    p.add_argument("--resume", action="store_true", help="continue the sweep in --out (its plan.json)")
+    p.add_argument("--no-retry-failed", action="store_true",
+                   help="with --resume, keep failed runs as they are instead of running them again")
+    p.add_argument("--sysfs-root", default="/", metavar="DIR", help="root of the Jetson sysfs tree (default /)")
+    g = p.add_argument_group("cool-down between runs (board seconds; virtual on the twin)")
+    g.add_argument("--cooldown-temp-c", type=float, default=50.0,
+                   help="wait until the GPU is below this temperature (default 50 C)")
+    g.add_argument("--cooldown-power-tol", type=float, default=0.15,
+                   help="without a GPU temperature: wait until power is within this fraction of idle (default 0.15)")
+    g.add_argument("--cooldown-timeout-s", type=float, default=300.0, help="longest cool-down (default 300 s)")
+    g.add_argument("--cooldown-poll-s", type=float, default=5.0, help="check interval (default 5 s)")
+    g.add_argument("--cooldown-min-s", type=float, default=0.0, help="shortest cool-down (default 0 s)")
+    g.add_argument("--idle-s", type=float, default=10.0, help="idle-power measurement at the start (default 10 s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # For tests and experiments only: another executor, e.g. dvfslab.testing.executors:SleepExecutor
+    p.add_argument("--executor", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--executor-opt", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def parse_freqs(values: list[str] | None, levels_mhz: list[float]) -> list[float]:
+    """``--freqs``: numbers (each must be a board level) or ``all``."""
+    from dvfslab.hw.base import check_level
+
+    tokens = _split(values)
+    if not tokens or tokens == ["all"]:
+        return list(levels_mhz)
+    try:
+        return [check_level(float(t), levels_mhz) for t in tokens]
+    except ValueError as err:
+        if isinstance(err, DvfsError):
+            raise
+        raise DvfsError(f"--freqs: {err}; give MHz values such as 612 1300.5, or 'all'") from None
+
+
+def parse_options(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` pairs; values parsed as JSON when they are JSON (numbers, true, null)."""
+    opts = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise DvfsError(f"--executor-opt {pair!r}: expected KEY=VALUE")
+        try:
+            opts[key] = json.loads(value)
+        except json.JSONDecodeError:
+            opts[key] = value
+    return opts
+
+
+WORKLOAD_GROUPS = ("all", "characterization", "evaluation")
+
+
+def resolve_workloads(tokens: Sequence[str]) -> list[str]:
+    """Expand ``all`` / ``characterization`` / ``evaluation`` and check ids against the catalog.
+
+    A catalog id is ``model/task`` (``bert-base/sst2``). An id whose model part is itself a
+    path (``EleutherAI/pythia-70m/sst2``, ``./my-model/rte``) is passed through for the
+    fine-tuning harness; anything else unknown to the catalog is an error naming the fix.
+    """
+    from dvfslab.data import catalog
+
+    out: list[str] = []
+    for tok in tokens:
+        if tok in WORKLOAD_GROUPS:
+            out += _catalog_group(tok)
+            continue
+        model, sep, task = tok.rpartition("/")
+        if not sep or not model or not task:
+            raise DvfsError(f"workload {tok!r} is not an id like 'bert-base/sst2' nor one of "
+                            f"{', '.join(WORKLOAD_GROUPS)}")
+        if "/" in model or os.path.isdir(model):
+            out.append(tok)
+            continue
+        try:
+            out.append(catalog.workload_id(model, task))
+        except catalog.UnknownWorkloadError as err:
+            raise DvfsError(f"--workloads {tok}: {err}") from None
+    return list(dict.fromkeys(out))
+
+
+def _catalog_group(group: str) -> list[str]:
+    """Catalog ids of a group: the paper's models on its characterization / evaluation tasks."""
+    from dvfslab.data import catalog
+
+    def ids(tasks: Sequence[str]) -> list[str]:
+        return [catalog.workload_id(m, t) for m in catalog.PAPER_MODELS for t in tasks]
+
+    evaluation = getattr(catalog, "EVALUATION_WORKLOADS", None) or ids(catalog.EVALUATION_TASKS)
+    groups = {"characterization": ids(catalog.CHARACTERIZATION_TASKS), "evaluation": list(evaluation)}
+    groups["all"] = groups["characterization"] + groups["evaluation"]
+    return groups[group]
+
+
+def make_executor(args):
+    from dvfslab.sweep import executors
+
+    if args.executor:
+        return executors.load_executor(args.executor, parse_options(args.executor_opt))
+    if args.step_rows < 0:
+        raise DvfsError(f"--step-rows must be >= 0, got {args.step_rows}")
+    if args.backend == "sim":
+        from dvfslab.sim.executor import SimExecutor
+
+        return SimExecutor(step_rows=args.step_rows)
+    return executors.FinetuneExecutor(step_rows=args.step_rows)
+
+
+def run(args) -> int:
+    from dvfslab.hw import get_backend
+    from dvfslab.sweep.executors import Cooldown
+    from dvfslab.sweep.runner import make_plan, run_sweep
+
+    executor = make_executor(args)
+    kwargs = {"jetson": {"sysfs_root": args.sysfs_root}, "sim": {"seed": args.seed}}.get(args.backend, {})
+    backend = get_backend(args.backend, **kwargs)
+    try:
+        plan = None
+        if args.workloads:
+            levels = backend.clocks.levels_mhz() if backend.clocks is not None else []
+            plan = make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels),
+                             reps=args.reps, maxn=not args.no_maxn, order=args.order, seed=args.seed,
+                             steps=args.steps, warmup_steps=args.warmup_steps)
+        elif not args.resume:
+            raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
+                            "or all); to continue one, pass --resume")
+        cooldown = Cooldown(max_temp_c=args.cooldown_temp_c if args.cooldown_temp_c > 0 else None,
+                            idle_power_tol=args.cooldown_power_tol, timeout_s=args.cooldown_timeout_s,
+                            poll_s=args.cooldown_poll_s, min_s=args.cooldown_min_s, idle_measure_s=args.idle_s)
+        ds = run_sweep(plan, backend, executor, args.out, resume=args.resume,
+                       retry_failed=not args.no_retry_failed, cooldown=cooldown, progress=not args.no_progress)
+    finally:
+        backend.close()
+    n_failed = int((ds.runs["status"] == "failed").sum())
+    print(f"{args.out}: {len(ds.runs)} runs ({n_failed} failed), {len(ds.workloads)} workloads, "
+          f"{ds.source} data")
+    return 1 if n_failed else 0

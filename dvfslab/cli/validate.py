@@ -1,0 +1,17 @@
+"""``dvfslab validate DIR``: check a dataset directory against the contract."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="check a dataset directory (exit 0 valid, 2 invalid)")
+    p.add_argument("path", metavar="DIR", help="dataset directory (meta.json, workloads.csv, runs.csv)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dvfslab.data.contract import load_dataset
+
+    ds = load_dataset(args.path)
+    print(ds.summary_line())
+    return 0

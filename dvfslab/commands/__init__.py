@@ -1,1 +1,0 @@
-"""One module per ``dvfslab`` sub-command (or group); each defines ``register(subparsers)``."""

@@ -1,0 +1,29 @@
+"""The bottom layer every other room builds on: errors, frequency levels, file helpers.
+
+Nothing here imports numpy or pandas, so a governor on a board starts fast.
+"""
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    file_lock,
+    jsonable,
+    utc_now,
+)
+from dvfslab.core.levels import UnsupportedFrequencyError, check_level, format_mhz, snap_mhz
+
+__all__ = [
+    "DvfsError",
+    "UnsupportedFrequencyError",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "check_level",
+    "file_lock",
+    "format_mhz",
+    "jsonable",
+    "snap_mhz",
+    "utc_now",
+]

@@ -1,0 +1,378 @@
+"""Catalog of the paper's workloads: models with their real configurations, and the GLUE tasks.
+
+Models
+------
+* BERT (encoder): Google's BERT miniatures (Turc et al. 2019, ``google/bert_uncased_L-*``) for
+  ``bert-tiny`` / ``bert-mini`` / ``bert-small`` / ``bert-medium``; ``bert-base`` and
+  ``bert-large`` (Devlin et al. 2019, uncased). **"xLarge"** is the BERT-xlarge configuration of
+  the ALBERT paper (Lan et al. 2019, Table 1: L=24, H=2048, 1.27 B parameters), with FFN = 4H
+  and 16 heads as in ALBERT's public ``albert-xlarge`` config. No pretrained BERT-xlarge
+  checkpoint is public: fine-tuning it means training from a random initialisation.
+* Pythia (decoder, GPT-NeoX): EleutherAI's configs for 14M … 1B (Biderman et al. 2023):
+  vocabulary 50304, rotary on 25 % of each head, parallel residual, untied output embedding.
+
+The paper's nine models (27 = 9 × 3 characterization configurations) are :data:`PAPER_MODELS`:
+BERT small, base, large, xLarge and Pythia 31M, 70M, 160M, 410M, 1B. ``bert-tiny``,
+``bert-mini``, ``bert-medium`` and ``pythia-14m`` are extra, for fast tests.
+
+``params_m`` of a workload is the parameter count of the model that is actually fine-tuned
+(``AutoModelForSequenceClassification``: BERT with pooler and classifier; GPT-NeoX *without*
+its 50304 × H LM head, plus a ``score`` layer), computed exactly from the config. It is smaller
+than the name suggests for Pythia (pythia-70m fine-tunes 44.7 M parameters); ``nominal_params_m``
+keeps the published size the paper's "> 70M" grouping refers to.
+
+Tasks
+-----
+GLUE train/validation sizes are those of the ``nyu-mll/glue`` dataset. Average sequence lengths
+(tokens per example, special tokens included) are **estimates** (``avg_seq_len_source ==
+"estimate"``): WordPiece counts typical of the literature for BERT-uncased, and for GPT-NeoX the
+same minus the special tokens BERT adds (the two tokenizers give similar counts on English
+text). The spread of example lengths (``seq_len_cv``, which sets how much dynamic padding adds)
+is an estimate too. :func:`measure_avg_seq_len` computes the real average from the data when it
+is available.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dvfslab.hw.base import DvfsError
+
+
+class UnknownWorkloadError(DvfsError, KeyError):
+    """A model or task name that is not in the catalog."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One catalog model: the configuration of its transformer (all sizes in units, not M)."""
+
+    name: str
+    family: str  # "bert" | "pythia"
+    model_type: str  # "encoder" | "decoder"
+    hub_id: str | None  # pretrained checkpoint on the Hugging Face hub, None when none exists
+    n_layers: int
+    hidden_size: int
+    n_heads: int
+    ffn_size: int
+    vocab_size: int
+    max_position: int
+    nominal_params_m: float
+    in_paper: bool
+    source: str
+
+    @property
+    def hf_model_type(self) -> str:
+        return "bert" if self.family == "bert" else "gpt_neox"
+
+    @property
+    def tokenizer_family(self) -> str:
+        return "wordpiece" if self.family == "bert" else "gpt-neox"
+
+    def layer_params(self) -> int:
+        """Parameters of one transformer layer (attention, FFN, two LayerNorms, with biases)."""
+        d, ff = self.hidden_size, self.ffn_size
+        return 4 * d * d + 4 * d + 2 * d * ff + ff + d + 4 * d
+
+    def non_embedding_params(self) -> int:
+        """Layers plus final LayerNorm (Pythia) or pooler (BERT): the Kaplan et al. N."""
+        d = self.hidden_size
+        tail = 2 * d if self.family == "pythia" else d * d + d
+        return self.n_layers * self.layer_params() + tail
+
+    def embedding_params(self) -> int:
+        d = self.hidden_size
+        if self.family == "bert":  # word + position + token type + LayerNorm
+            return (self.vocab_size + self.max_position + 2) * d + 2 * d
+        return self.vocab_size * d  # embed_in; embed_out (LM head) is not part of the classifier
+
+    def classifier_params(self, num_labels: int = 2) -> int:
+        d = self.hidden_size
+        return d * num_labels + (num_labels if self.family == "bert" else 0)
+
+    def params(self, num_labels: int = 2) -> int:
+        """Exact parameter count of the sequence-classification model that is fine-tuned."""
+        return self.embedding_params() + self.non_embedding_params() + self.classifier_params(num_labels)
+
+    def matmul_params(self) -> int:
+        """Weights that take part in a matmul for every token (attention and FFN projections)."""
+        d, ff = self.hidden_size, self.ffn_size
+        return self.n_layers * (4 * d * d + 2 * d * ff)
+
+    def param_tensors(self) -> int:
+        """Number of parameter tensors (what the optimizer and grad clipping iterate over)."""
+        if self.family == "bert":
+            return 5 + 16 * self.n_layers + 2 + 2
+        return 1 + 12 * self.n_layers + 2 + 1
+
+
+def _bert(name: str, hub: str | None, layers: int, hidden: int, heads: int, nominal: float,
+          in_paper: bool, source: str) -> ModelSpec:
+    return ModelSpec(name, "bert", "encoder", hub, layers, hidden, heads, 4 * hidden, 30522, 512,
+                     nominal, in_paper, source)
+
+
+def _pythia(size: str, layers: int, hidden: int, heads: int, nominal: float, in_paper: bool) -> ModelSpec:
+    return ModelSpec(f"pythia-{size}", "pythia", "decoder", f"EleutherAI/pythia-{size}", layers, hidden,
+                     heads, 4 * hidden, 50304, 2048, nominal, in_paper,
+                     f"EleutherAI/pythia-{size} config.json (Biderman et al. 2023)")
+
+
+_MINI = "Google BERT miniatures (Turc et al. 2019), google/bert_uncased_L-{}_H-{}_A-{}"
+MODELS: dict[str, ModelSpec] = {m.name: m for m in (
+    _bert("bert-tiny", "google/bert_uncased_L-2_H-128_A-2", 2, 128, 2, 4.4, False, _MINI.format(2, 128, 2)),
+    _bert("bert-mini", "google/bert_uncased_L-4_H-256_A-4", 4, 256, 4, 11.3, False, _MINI.format(4, 256, 4)),
+    _bert("bert-small", "google/bert_uncased_L-4_H-512_A-8", 4, 512, 8, 29.1, True, _MINI.format(4, 512, 8)),
+    _bert("bert-medium", "google/bert_uncased_L-8_H-512_A-8", 8, 512, 8, 41.7, False, _MINI.format(8, 512, 8)),
+    _bert("bert-base", "google-bert/bert-base-uncased", 12, 768, 12, 110.0, True, "google-bert/bert-base-uncased (Devlin et al. 2019)"),
+    _bert("bert-large", "google-bert/bert-large-uncased", 24, 1024, 16, 340.0, True, "google-bert/bert-large-uncased (Devlin et al. 2019)"),
+    _bert("bert-xlarge", None, 24, 2048, 16, 1270.0, True,
+          "BERT-xlarge of the ALBERT paper (Lan et al. 2019, Table 1); heads/FFN as albert-xlarge; no public checkpoint"),
+    _pythia("14m", 6, 128, 4, 14.0, False),
+    _pythia("31m", 6, 256, 8, 31.0, True),
+    _pythia("70m", 6, 512, 8, 70.0, True),
+    _pythia("160m", 12, 768, 12, 160.0, True),
+    _pythia("410m", 24, 1024, 16, 410.0, True),
+    _pythia("1b", 16, 2048, 8, 1000.0, True),
+)}
+PAPER_MODELS: tuple[str, ...] = tuple(n for n, m in MODELS.items() if m.in_paper)
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """One GLUE task: sizes, text columns, labels and (estimated) average length in tokens."""
+
+    name: str
+    display: str
+    text_columns: tuple[str, ...]
+    num_labels: int  # 1 = regression (STS-B)
+    train_size: int
+    validation_size: int
+    metric: str
+    avg_seq_len_wordpiece: float
+    seq_len_cv: float  # coefficient of variation of example lengths (estimate)
+    avg_seq_len_source: str = "estimate"
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+    def avg_seq_len(self, tokenizer_family: str = "wordpiece") -> float:
+        """Estimated tokens per example for a tokenizer family (``wordpiece`` or ``gpt-neox``)."""
+        if tokenizer_family == "wordpiece":
+            return self.avg_seq_len_wordpiece
+        special = 3 if self.is_pair else 2  # [CLS] a [SEP] (b [SEP]); GPT-NeoX adds none
+        return round(self.avg_seq_len_wordpiece - special, 1)
+
+
+TASKS: dict[str, GlueTask] = {t.name: t for t in (
+    GlueTask("cola", "CoLA", ("sentence",), 2, 8551, 1043, "matthews_correlation", 11.3, 0.45),
+    GlueTask("sst2", "SST-2", ("sentence",), 2, 67349, 872, "accuracy", 13.3, 0.7),
+    GlueTask("mrpc", "MRPC", ("sentence1", "sentence2"), 2, 3668, 408, "f1", 53.2, 0.25),
+    GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), 1, 5749, 1500, "pearson", 31.3, 0.4),
+    GlueTask("qqp", "QQP", ("question1", "question2"), 2, 363846, 40430, "f1", 30.6, 0.45),
+    GlueTask("mnli", "MNLI", ("premise", "hypothesis"), 3, 392702, 9815, "accuracy", 39.9, 0.45),
+    GlueTask("qnli", "QNLI", ("question", "sentence"), 2, 104743, 5463, "accuracy", 51.0, 0.4),
+    GlueTask("rte", "RTE", ("sentence1", "sentence2"), 2, 2490, 277, "accuracy", 71.1, 0.5),
+    GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), 2, 635, 71, "accuracy", 37.5, 0.3),
+)}
+CHARACTERIZATION_TASKS: tuple[str, ...] = ("sst2", "qnli", "mrpc")
+EVALUATION_TASKS: tuple[str, ...] = ("qqp", "rte", "cola", "stsb", "mnli", "wnli")
+
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_MAX_SEQ_LEN = 128
+
+
+def _lookup(kind: str, name: str, table: Mapping) -> object:
+    key = name.strip().lower().replace("_", "-")
+    if kind == "task":
+        key = key.replace("-", "")
+    if key in table:
+        return table[key]
+    close = difflib.get_close_matches(key, list(table), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise UnknownWorkloadError(f"unknown {kind} {name!r}; the catalog has: {', '.join(table)}.{hint}")
+
+
+def get_model(name: str) -> ModelSpec:
+    """The catalog model ``name`` (e.g. ``bert-base``, ``pythia-70m``); :class:`DvfsError` if unknown."""
+    return _lookup("model", name, MODELS)  # type: ignore[return-value]
+
+
+def get_task(name: str) -> GlueTask:
+    """The GLUE task ``name`` (``sst2``, ``SST-2``, ``sts-b`` …); :class:`DvfsError` if unknown."""
+    return _lookup("task", name, TASKS)  # type: ignore[return-value]
+
+
+def workload_id(model: str, task: str) -> str:
+    """``bert-base/sst2``: the dataset contract's workload id."""
+    return f"{get_model(model).name}/{get_task(task).name}"
+
+
+def default_split(task: str) -> str:
+    """``characterization`` for SST-2, QNLI, MRPC (the paper's training tasks), else ``evaluation``."""
+    return "characterization" if get_task(task).name in CHARACTERIZATION_TASKS else "evaluation"
+
+
+def workload_row(model: str, task: str, *, split: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 max_seq_len: int = DEFAULT_MAX_SEQ_LEN, avg_seq_len: float | None = None) -> dict:
+    """One ``workloads.csv`` row (the dataset contract's columns) for a catalog model and task.
+
+    ``avg_seq_len`` defaults to the catalog estimate for the model's tokenizer; pass a measured
+    value (:func:`measure_avg_seq_len`) when you have one.
+    """
+    m, t = get_model(model), get_task(task)
+    seq = t.avg_seq_len(m.tokenizer_family) if avg_seq_len is None else float(avg_seq_len)
+    return {
+        "workload_id": f"{m.name}/{t.name}", "model": m.name, "model_family": m.family,
+        "model_type": m.model_type, "params_m": round(m.params(t.num_labels) / 1e6, 2),
+        "n_layers": m.n_layers, "hidden_size": m.hidden_size, "task": t.name,
+        "avg_seq_len": round(min(seq, max_seq_len), 1), "max_seq_len": int(max_seq_len),
+        "batch_size": int(batch_size), "split": split or default_split(t.name),
+    }
+
+
+def model_config(name: str, num_labels: int = 2) -> dict:
+    """Keyword arguments of the Hugging Face config of a catalog model (``model_type`` included).
+
+    ``transformers.AutoConfig.for_model(**model_config("pythia-70m"))`` builds it; see
+    :func:`hf_config`. Values are those of the public config files (see the module docstring).
+    """
+    m = get_model(name)
+    common = {"vocab_size": m.vocab_size, "hidden_size": m.hidden_size, "num_hidden_layers": m.n_layers,
+              "num_attention_heads": m.n_heads, "intermediate_size": m.ffn_size,
+              "max_position_embeddings": m.max_position, "hidden_act": "gelu", "num_labels": num_labels}
+    if m.family == "bert":
+        return {"model_type": "bert", **common, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
+                "attention_probs_dropout_prob": 0.1, "layer_norm_eps": 1e-12, "initializer_range": 0.02,
+                "pad_token_id": 0}
+    return {"model_type": "gpt_neox", **common, "rotary_pct": 0.25, "rotary_emb_base": 10000,
+            "use_parallel_residual": True, "tie_word_embeddings": False, "layer_norm_eps": 1e-5,
+            "initializer_range": 0.02, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
+
+
+def hf_config(name: str, num_labels: int = 2):
+    """A ``transformers`` config object for a catalog model (needs the ``finetune`` extra)."""
+    try:
+        from transformers import AutoConfig
+    except ImportError as err:
+        raise DvfsError("building a model config needs transformers: pip install 'dvfslab[finetune]'") from err
+    kwargs = model_config(name, num_labels)
+    return AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
+
+
+def measure_avg_seq_len(task: str, tokenizer, split: str = "train", max_samples: int | None = None, *,
+                        data_files: str | os.PathLike | None = None) -> float:
+    """Average tokens per example of a GLUE split, computed from the real data.
+
+    ``tokenizer`` is a Hugging Face tokenizer, a ``tokenizers.Tokenizer``, a hub id / local
+    path (loaded with ``AutoTokenizer``), or any callable ``(text_a, text_b | None) -> int``.
+    The data comes from ``data_files`` when given — a GLUE ``.tsv`` (original GLUE layout,
+    CoLA without header included) or a ``.csv`` / ``.jsonl`` / ``.parquet`` file, or a directory
+    holding ``<split>.<ext>`` or ``<TASK>/<split>.tsv`` — else from the ``nyu-mll/glue`` dataset
+    through ``datasets`` (online, or its local cache). Raises :class:`DvfsError` naming the fix
+    when neither is available (e.g. offline without files).
+    """
+    t = get_task(task)
+    texts = _load_texts(t, split, data_files)
+    if max_samples is not None:
+        texts = texts[: int(max_samples)]
+    if not texts:
+        raise DvfsError(f"GLUE {t.display} {split}: no examples found in {data_files or 'nyu-mll/glue'}")
+    count = _token_counter(tokenizer)
+    return sum(count(a, b) for a, b in texts) / len(texts)
+
+
+_COLUMN_ALIASES = {"sentence1": ("#1 String", "premise"), "sentence2": ("#2 String", "hypothesis"),
+                   "premise": ("sentence1",), "hypothesis": ("sentence2",)}
+
+
+def _load_texts(t: GlueTask, split: str, data_files) -> list[tuple[str, str | None]]:
+    frame = _read_local(t, split, Path(data_files)) if data_files is not None else _read_hub(t, split)
+    cols = []
+    for col in t.text_columns:
+        found = next((c for c in (col, *_COLUMN_ALIASES.get(col, ())) if c in frame.columns), None)
+        if found is None:
+            raise DvfsError(f"GLUE {t.display} data {data_files or 'nyu-mll/glue'}: column {col!r} is missing "
+                            f"(columns: {', '.join(map(str, frame.columns))})")
+        cols.append(frame[found].astype(str).tolist())
+    second = cols[1] if t.is_pair else [None] * len(cols[0])
+    return list(zip(cols[0], second, strict=True))
+
+
+def _read_local(t: GlueTask, split: str, path: Path):
+    import pandas as pd
+
+    if path.is_dir():
+        names = [path / f"{split}{ext}" for ext in (".tsv", ".csv", ".jsonl", ".parquet")]
+        names.append(path / t.display / f"{split}.tsv")
+        found = next((p for p in names if p.is_file()), None)
+        if found is None:
+            raise DvfsError(f"{path}: no {split}.tsv/.csv/.jsonl/.parquet (nor {t.display}/{split}.tsv) for GLUE {t.display}")
+        path = found
+    if not path.is_file():
+        raise DvfsError(f"{path}: file not found; pass a GLUE split file or a directory holding one")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return pd.read_parquet(path)
+    if suffix == ".jsonl":
+        return pd.read_json(path, lines=True)
+    if suffix == ".tsv" and t.name == "cola" and not _has_header(path, "sentence"):
+        return pd.read_csv(path, sep="\t", quoting=3, dtype=str, keep_default_na=False, header=None,
+                           names=["source", "label", "star", "sentence"])
+    sep = "\t" if suffix == ".tsv" else ","
+    return pd.read_csv(path, sep=sep, quoting=3 if sep == "\t" else 0, dtype=str, keep_default_na=False,
+                       on_bad_lines="skip")
+
+
+def _has_header(path: Path, column: str) -> bool:
+    with open(path, encoding="utf-8") as fh:
+        return column in fh.readline().split("\t")
+
+
+def _read_hub(t: GlueTask, split: str):
+    if t.name == "mnli" and split == "validation":
+        split = "validation_matched"
+    try:
+        import datasets
+
+        return datasets.load_dataset("nyu-mll/glue", t.name, split=split).to_pandas()
+    except ImportError as err:
+        raise DvfsError("measuring sequence lengths from the hub needs `datasets` "
+                        "(pip install 'dvfslab[finetune]'), or pass data_files=") from err
+    except Exception as err:  # offline, no cache, unknown split …
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DvfsError(f"GLUE {t.display} ({split}) could not be loaded from the Hugging Face hub "
+                        f"nyu-mll/glue: {first}. Go online once (it is then cached), or pass "
+                        f"data_files= a local GLUE file or directory.") from None
+
+
+def _token_counter(tokenizer) -> Callable[[str, str | None], int]:
+    """Turn any supported tokenizer into ``(text_a, text_b | None) -> token count``."""
+    if isinstance(tokenizer, (str, os.PathLike)):
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        except Exception as err:
+            raise DvfsError(f"tokenizer {str(tokenizer)!r} could not be loaded ({type(err).__name__}); "
+                            "pass a local tokenizer directory or a tokenizer object") from None
+    if not callable(tokenizer) and hasattr(tokenizer, "encode"):  # tokenizers.Tokenizer
+        return lambda a, b: len(tokenizer.encode(a, b).ids)
+
+    def count(a: str, b: str | None) -> int:
+        out = tokenizer(a, b)  # HF tokenizers take text_pair=None for single sentences
+        if isinstance(out, int):
+            return out
+        if isinstance(out, Mapping) or hasattr(out, "keys"):
+            return len(out["input_ids"])
+        return len(out)
+
+    return count

@@ -1,0 +1,345 @@
+"""The dataset directory contract (schema version 1): read, validate, write atomically.
+
+A dataset is a directory holding ``meta.json``, ``workloads.csv``, ``runs.csv`` and optionally
+``steps.csv`` (and per-run power traces under ``samples/``). See ARCHITECTURE.md and the data
+dictionary in the README. Every problem is reported as a :class:`DatasetError` naming the
+file, the column and the row (1-based data row; the CSV line is one more because of the
+header), so ``dvfslab validate`` can print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401  (re-exported)
+
+SCHEMA_VERSION = 1
+SOURCES = ("measured", "simulated")
+BASELINES = ("maxn", "fmax")
+RUN_STATUSES = ("ok", "failed")
+MODEL_TYPES = ("encoder", "decoder")
+SPLITS = ("characterization", "evaluation")
+
+# column -> kind: "str" (required, non-empty), "str?" (may be empty), "float", "float?",
+# "int", "int?"
+WORKLOAD_COLUMNS: dict[str, str] = {
+    "workload_id": "str",
+    "model": "str",
+    "model_family": "str?",
+    "model_type": "str?",
+    "params_m": "float?",
+    "n_layers": "int?",
+    "hidden_size": "int?",
+    "task": "str",
+    "avg_seq_len": "float?",
+    "max_seq_len": "int?",
+    "batch_size": "int?",
+    "split": "str",
+}
+RUN_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "workload_id": "str",
+    "policy": "str",
+    "gpu_freq_mhz": "float?",
+    "rep": "int",
+    "time_s": "float?",
+    "energy_j": "float?",
+    "energy_gpu_j": "float?",
+    "energy_cpu_j": "float?",
+    "avg_power_w": "float?",
+    "peak_power_w": "float?",
+    "gpu_util_pct": "float?",
+    "mean_gpu_freq_mhz": "float?",
+    "steps": "int?",
+    "eval_metric": "float?",
+    "status": "str",
+    "started_at": "str?",
+}
+# optional columns a writer may add (kept, typed, not required)
+RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?"}
+STEP_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "step": "int",
+    "time_s": "float",
+    "energy_j": "float?",
+}
+META_REQUIRED = ("schema_version", "source", "device", "freq_table_mhz", "baseline")
+
+
+class DatasetError(DvfsError):
+    """A dataset directory breaks the contract. ``str(err)`` is one line naming the place."""
+
+    def __init__(self, file: str | os.PathLike, problem: str, *, column: str | None = None,
+                 row: int | None = None, fix: str | None = None):
+        self.file = str(file)
+        self.column = column
+        self.row = row
+        self.problem = problem
+        where = self.file
+        if column is not None:
+            where += f": column '{column}'"
+        if row is not None:
+            where += f", row {row} (line {row + 1})"
+        super().__init__(f"{where}: {problem}" + (f" — {fix}" if fix else ""))
+
+
+@dataclass
+class Dataset:
+    """A loaded, validated dataset directory."""
+
+    path: Path
+    meta: dict
+    workloads: pd.DataFrame
+    runs: pd.DataFrame
+    steps: pd.DataFrame | None = None
+
+    @property
+    def source(self) -> str:
+        return self.meta["source"]
+
+    @property
+    def freq_table_mhz(self) -> list[float]:
+        return [float(f) for f in self.meta["freq_table_mhz"]]
+
+    @property
+    def baseline(self) -> str:
+        return self.meta["baseline"]
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == "simulated"
+
+    def ok_runs(self) -> pd.DataFrame:
+        return self.runs[self.runs["status"] == "ok"]
+
+    def summary_line(self) -> str:
+        return f"ok: {len(self.workloads)} workloads, {len(self.runs)} runs ({self.source})"
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def load_dataset(path: str | os.PathLike) -> Dataset:
+    """Load and validate a dataset directory; raise :class:`DatasetError` on the first problem."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetError(root, "not a directory", fix="pass a dataset directory holding meta.json, workloads.csv and runs.csv")
+    meta = _read_meta(root / "meta.json")
+    workloads = _read_table(root / "workloads.csv", WORKLOAD_COLUMNS)
+    runs = _read_table(root / "runs.csv", RUN_COLUMNS, RUN_EXTRA_COLUMNS)
+    steps_path = root / "steps.csv"
+    steps = _read_table(steps_path, STEP_COLUMNS) if steps_path.exists() else None
+    ds = Dataset(root, meta, workloads, runs, steps)
+    validate(ds)
+    return ds
+
+
+def _read_meta(path: Path) -> dict:
+    if not path.exists():
+        raise DatasetError(path, "file is missing", fix="every dataset needs meta.json (see the README's data dictionary)")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise DatasetError(path, f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+    if not isinstance(meta, dict):
+        raise DatasetError(path, "must hold a JSON object")
+    for key in META_REQUIRED:
+        if key not in meta:
+            raise DatasetError(path, f"key '{key}' is missing", fix=f"required keys: {', '.join(META_REQUIRED)}")
+    if meta["schema_version"] != SCHEMA_VERSION:
+        raise DatasetError(path, f"unknown schema_version {meta['schema_version']!r}; this dvfslab reads version {SCHEMA_VERSION}",
+                           fix="upgrade dvfslab or convert the dataset")
+    if meta["source"] not in SOURCES:
+        raise DatasetError(path, f"source {meta['source']!r} is not one of {', '.join(SOURCES)}")
+    if meta["baseline"] not in BASELINES:
+        raise DatasetError(path, f"baseline {meta['baseline']!r} is not one of {', '.join(BASELINES)}")
+    table = meta["freq_table_mhz"]
+    # a dataset recorded without clock control (meta "clock_control": false, e.g. a
+    # `dvfslab finetune --backend none` run) has no levels to list
+    empty_ok = meta.get("clock_control") is False
+    if (not isinstance(table, list) or (not table and not empty_ok)
+            or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in table)):
+        raise DatasetError(path, "freq_table_mhz must be a non-empty list of positive numbers (MHz)")
+    return meta
+
+
+def _read_table(path: Path, columns: Mapping[str, str], extra: Mapping[str, str] | None = None) -> pd.DataFrame:
+    if not path.exists():
+        raise DatasetError(path, "file is missing")
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise DatasetError(path, f"not a readable CSV: {str(err).splitlines()[0]}") from None
+    for col in columns:
+        if col not in raw.columns:
+            raise DatasetError(path, "column is missing", column=col,
+                               fix=f"expected columns: {', '.join(columns)}")
+    kinds = dict(columns)
+    kinds.update({k: v for k, v in (extra or {}).items() if k in raw.columns})
+    out = {}
+    for col, kind in kinds.items():
+        out[col] = _convert(path, col, raw[col], kind)
+    others = [c for c in raw.columns if c not in kinds]
+    frame = pd.DataFrame(out)
+    for c in others:  # unknown extra columns are kept as text
+        frame[c] = raw[c]
+    return frame
+
+
+def _convert(path: Path, col: str, values: pd.Series, kind: str) -> pd.Series:
+    optional = kind.endswith("?")
+    base = kind.rstrip("?")
+    stripped = values.str.strip()
+    empty = stripped == ""
+    if not optional and empty.any():
+        row = int(np.flatnonzero(empty.to_numpy())[0]) + 1
+        raise DatasetError(path, "empty value in a required column", column=col, row=row)
+    if base == "str":
+        return stripped.where(~empty, None).astype(object)
+    numeric = pd.to_numeric(stripped.where(~empty, None), errors="coerce")
+    literal_nan = stripped.str.lower() == "nan"
+    bad = numeric.isna() & ~empty & ~literal_nan
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0]) + 1
+        raise DatasetError(path, f"wrong type: {values.iloc[row - 1]!r} is not a number", column=col, row=row)
+    if not optional and literal_nan.any():
+        row = int(np.flatnonzero(literal_nan.to_numpy())[0]) + 1
+        raise DatasetError(path, "NaN in a required column", column=col, row=row)
+    if base == "int":
+        frac = numeric.notna() & (numeric != np.round(numeric))
+        if frac.any():
+            row = int(np.flatnonzero(frac.to_numpy())[0]) + 1
+            raise DatasetError(path, f"wrong type: {values.iloc[row - 1]!r} is not an integer", column=col, row=row)
+        return numeric.round().astype("Int64")
+    return numeric.astype(float)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+def _first(mask: pd.Series) -> int | None:
+    idx = np.flatnonzero(np.asarray(mask, dtype=bool))
+    return int(idx[0]) + 1 if idx.size else None
+
+
+def validate(ds: Dataset) -> None:
+    """Check the cross-file rules of the contract; raise :class:`DatasetError` on the first."""
+    root = ds.path
+    wl, runs = ds.workloads, ds.runs
+    wpath, rpath = root / "workloads.csv", root / "runs.csv"
+
+    if (row := _first(wl["workload_id"].duplicated())) is not None:
+        raise DatasetError(wpath, f"duplicate workload_id {wl['workload_id'].iloc[row - 1]!r}", column="workload_id", row=row)
+    _check_set(wpath, wl, "split", SPLITS)
+    _check_set(wpath, wl, "model_type", MODEL_TYPES, optional=True)
+    for col in ("params_m", "n_layers", "hidden_size", "avg_seq_len", "max_seq_len", "batch_size"):
+        vals = wl[col].astype(float)
+        if (row := _first(vals <= 0)) is not None:
+            raise DatasetError(wpath, f"must be positive, got {vals.iloc[row - 1]}", column=col, row=row)
+
+    if (row := _first(runs["run_id"].duplicated())) is not None:
+        raise DatasetError(rpath, f"duplicate run_id {runs['run_id'].iloc[row - 1]!r}", column="run_id", row=row)
+    _check_set(rpath, runs, "status", RUN_STATUSES)
+    known = set(wl["workload_id"])
+    if (row := _first(~runs["workload_id"].isin(known))) is not None:
+        raise DatasetError(rpath, f"workload_id {runs['workload_id'].iloc[row - 1]!r} is not in workloads.csv",
+                           column="workload_id", row=row, fix="add the workload to workloads.csv or fix the id")
+    if (row := _first(runs["rep"] < 0)) is not None:
+        raise DatasetError(rpath, "rep must be >= 0", column="rep", row=row)
+
+    ok = runs["status"] == "ok"
+    energy_measured = ds.meta.get("energy_measured", True)
+    measures = ["time_s"] + (["energy_j"] if energy_measured else [])
+    for col in measures:
+        v = runs[col]
+        if (row := _first(ok & v.isna())) is not None:
+            raise DatasetError(rpath, f"NaN or empty {col} in a status=ok run", column=col, row=row,
+                               fix="mark the run status=failed or re-measure it")
+    for col in ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "peak_power_w"):
+        v = runs[col]
+        if (row := _first((v < 0) | np.isinf(v.fillna(0.0)))) is not None:
+            raise DatasetError(rpath, f"{col} must be a finite number >= 0, got {v.iloc[row - 1]}", column=col, row=row)
+
+    table = ds.freq_table_mhz
+    fixed = runs["policy"] == "fixed"
+    freq = runs["gpu_freq_mhz"]
+    if (row := _first(fixed & freq.isna())) is not None:
+        raise DatasetError(rpath, "a fixed-policy run needs gpu_freq_mhz", column="gpu_freq_mhz", row=row)
+    in_table = freq.apply(lambda f: any(math.isclose(f, t, abs_tol=0.5) for t in table) if pd.notna(f) else True)
+    if (row := _first(fixed & ~in_table)) is not None:
+        raise DatasetError(rpath, f"gpu_freq_mhz {freq.iloc[row - 1]:g} is not in meta.json freq_table_mhz "
+                                  f"({', '.join(f'{t:g}' for t in table)})", column="gpu_freq_mhz", row=row)
+    if ds.meta["baseline"] == "maxn" and not (runs["policy"] == "maxn").any():
+        raise DatasetError(root / "meta.json", "baseline is 'maxn' but runs.csv has no policy=maxn run",
+                           fix="set baseline to 'fmax' or add the MAXN runs")
+
+    if ds.steps is not None:
+        spath = root / "steps.csv"
+        if (row := _first(~ds.steps["run_id"].isin(set(runs["run_id"])))) is not None:
+            raise DatasetError(spath, f"run_id {ds.steps['run_id'].iloc[row - 1]!r} is not in runs.csv", column="run_id", row=row)
+        for col in ("time_s", "energy_j"):
+            v = ds.steps[col]
+            if (row := _first(v < 0)) is not None:
+                raise DatasetError(spath, f"{col} must be >= 0", column=col, row=row)
+
+
+def _check_set(path: Path, frame: pd.DataFrame, col: str, allowed: Iterable[str], optional: bool = False) -> None:
+    allowed = tuple(allowed)
+    vals = frame[col]
+    bad = ~vals.isin(allowed)
+    if optional:
+        bad &= vals.notna()
+    if (row := _first(bad)) is not None:
+        raise DatasetError(path, f"{vals.iloc[row - 1]!r} is not one of {', '.join(allowed)}", column=col, row=row)
+
+
+# --------------------------------------------------------------------------------------------
+# Writing (atomic)
+# --------------------------------------------------------------------------------------------
+
+
+def atomic_write_csv(path: str | os.PathLike, frame: pd.DataFrame, columns: Iterable[str] | None = None) -> None:
+    """Write a frame as CSV atomically; float formatting is fixed so output is reproducible."""
+    if columns is not None:
+        cols = list(columns)
+        frame = frame.reindex(columns=cols + [c for c in frame.columns if c not in cols])
+    atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
+
+
+def write_dataset(path: str | os.PathLike, meta: Mapping, workloads: pd.DataFrame, runs: pd.DataFrame,
+                  steps: pd.DataFrame | None = None, *, check: bool = True) -> Dataset:
+    """Write a dataset directory file by file, each atomically, then (by default) validate it.
+
+    ``meta`` gets ``schema_version`` and ``dvfslab_version`` filled in when absent.
+    """
+    from dvfslab import __version__
+
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    meta = dict(meta)
+    meta.setdefault("schema_version", SCHEMA_VERSION)
+    meta.setdefault("dvfslab_version", __version__)
+    atomic_write_csv(root / "workloads.csv", workloads, WORKLOAD_COLUMNS)
+    atomic_write_csv(root / "runs.csv", runs, RUN_COLUMNS)
+    if steps is not None:
+        atomic_write_csv(root / "steps.csv", steps, STEP_COLUMNS)
+    atomic_write_json(root / "meta.json", meta)
+    return load_dataset(root) if check else Dataset(root, meta, workloads, runs, steps)
+
+
+def empty_runs() -> pd.DataFrame:
+    """An empty runs frame with the contract's columns."""
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in RUN_COLUMNS})

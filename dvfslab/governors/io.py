@@ -1,0 +1,145 @@
+"""Using a governor for real: load a saved policy, describe a workload, decide the level.
+
+``dvfslab govern`` (:mod:`dvfslab.cli.govern`) is a thin layer over this module:
+
+* :func:`load_policy` turns ``--policy`` / ``--model`` / ``--max-slowdown`` into a governor;
+* :func:`features_from_hf_config` reads the features a Hugging Face ``config.json`` holds
+  (layers, hidden size, decoder or encoder, an estimate of the parameter count);
+* :func:`decide` runs the governor on those features and says why.
+
+File formats: trees are ``dvfslab-tree`` JSON (:mod:`dvfslab.governors.base`), curve models
+``dvfslab-curve`` JSON (:mod:`dvfslab.governors.curve`), FFG ``{"format": "dvfslab-fixed", "version": 1,
+"freq_mhz": ...}``. Notebook 05 writes ``models/ffg.json`` and ``models/curve.json`` next to
+notebook 03's ``models/mlg.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dvfslab.data.contract import atomic_write_json
+from dvfslab.governors.base import (
+    FixedGovernor,
+    GovernorError,
+    TreeGovernor,
+    paper_tree,
+    read_model_json,
+)
+from dvfslab.governors.curve import CurveGovernor, CurveModel
+from dvfslab.governors.limits import constrain
+
+FIXED_FORMAT = "dvfslab-fixed"
+POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online")
+# model_type values of the Hugging Face configs we know
+ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
+                 "mpnet", "camembert", "ernie", "mobilebert"}
+DECODER_TYPES = {"gpt2", "gpt_neox", "gpt_neo", "gptj", "llama", "mistral", "opt", "phi", "phi3", "qwen2", "gemma",
+                 "gemma2", "falcon", "bloom", "smollm", "olmo", "stablelm"}
+
+
+def save_fixed(governor: FixedGovernor, path: str | os.PathLike) -> None:
+    """Write an FFG level as ``{"format": "dvfslab-fixed", "version": 1, "freq_mhz": f}``."""
+    atomic_write_json(path, {"format": FIXED_FORMAT, "version": 1, "name": governor.name, "freq_mhz": governor.freq_mhz})
+
+
+def load_fixed(path: str | os.PathLike) -> FixedGovernor:
+    spec = _read_json(path, "FFG file (models/ffg.json from notebook 05)")
+    if spec.get("format") != FIXED_FORMAT or "freq_mhz" not in spec:
+        raise GovernorError(f"{path}: not a dvfslab FFG file (expected \"format\": \"{FIXED_FORMAT}\" and freq_mhz)")
+    return FixedGovernor(float(spec["freq_mhz"]), name=str(spec.get("name", "ffg")))
+
+
+def _read_json(path: str | os.PathLike, what: str) -> dict:
+    return read_model_json(path, what, "`dvfslab pipeline` writes it under <out>/models/")
+
+
+def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slowdown_pct: float | None = None,
+                time_model: str | os.PathLike | None = None) -> Any:
+    """The governor ``dvfslab govern --policy ...`` uses (see the command's help)."""
+    if policy not in POLICIES:
+        raise GovernorError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if policy == "online":
+        raise GovernorError("the online governor probes levels during training and needs each step's energy, which a "
+                            "plain command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to your Trainer's "
+                            "callbacks (or drive dvfslab.governors.online.OnlineProfiler in your own loop; docs/governors.md), or "
+                            "use --policy mlg, curve or ffg here")
+    if policy == "mlg-paper":
+        gov = TreeGovernor(paper_tree(), name="mlg-paper")
+    elif model is None:
+        raise GovernorError(f"--policy {policy} needs --model FILE (models/{policy}.json written by `dvfslab pipeline`)"
+                            + ("; --policy mlg-paper needs none" if policy == "mlg" else ""))
+    elif policy == "mlg":
+        gov = TreeGovernor.load(model, name="mlg")
+    elif policy == "curve":
+        gov = CurveGovernor(CurveModel.load(model))
+    else:
+        gov = load_fixed(model)
+    if max_slowdown_pct is None:
+        return gov
+    if isinstance(gov, CurveGovernor):
+        return constrain(gov, max_slowdown_pct)
+    if time_model is None:
+        raise GovernorError(f"--max-slowdown with --policy {policy} needs --time-model FILE (a curve model, "
+                            "models/curve.json) to predict the slowdown of its level")
+    return constrain(gov, max_slowdown_pct, time_model=CurveModel.load(time_model))
+
+
+def features_from_hf_config(path: str | os.PathLike) -> dict[str, float]:
+    """``n_layers``, ``hidden_size``, ``is_decoder``, ``params_m`` from a Hugging Face config.json.
+
+    ``params_m`` is an estimate (embeddings + ``L (4 H^2 + 2 H I)``, I the FFN size); a
+    key the config does not have is left out (the governor fills it in or says it is needed).
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    cfg = _read_json(p, "Hugging Face config")
+    out: dict[str, float] = {}
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    if layers is not None:
+        out["n_layers"] = float(layers)
+    if hidden is not None:
+        out["hidden_size"] = float(hidden)
+    mtype = str(cfg.get("model_type", "")).lower()
+    archs = " ".join(cfg.get("architectures") or [])
+    if mtype in DECODER_TYPES or "CausalLM" in archs:
+        out["is_decoder"] = 1.0
+    elif mtype in ENCODER_TYPES:
+        out["is_decoder"] = 0.0
+    if layers is not None and hidden is not None:
+        inter = _first(cfg, "intermediate_size", "n_inner") or 4 * hidden
+        vocab = _first(cfg, "vocab_size") or 0
+        out["params_m"] = (layers * (4 * hidden ** 2 + 2 * hidden * inter) + vocab * hidden) / 1e6
+    return out
+
+
+def _first(cfg: Mapping[str, Any], *keys: str) -> float | None:
+    for k in keys:
+        if isinstance(cfg.get(k), (int, float)):
+            return float(cfg[k])
+    return None
+
+
+def decide(governor: Any, features: Mapping[str, Any]) -> tuple[float | None, str]:
+    """``(level or None, one-line reason)``; a missing feature's error names the flag to pass."""
+    try:
+        level = governor.decide(features)
+    except GovernorError as err:
+        msg = str(err)
+        for feat, flag in FEATURE_FLAGS.items():
+            if repr(feat) in msg:
+                msg += f" (pass {flag})"
+        raise GovernorError(msg) from None
+    limit = getattr(governor, "max_slowdown_pct", None)
+    why = f"{governor.name}" + (f" with a {limit:g} % slowdown limit" if limit is not None else "")
+    if level is None:
+        return None, f"{why}: leave the clock to the board's default governor"
+    return float(level), f"{why}: {level:g} MHz"
+
+
+FEATURE_FLAGS = {"n_layers": "--layers", "hidden_size": "--hidden-size", "avg_seq_len": "--avg-seq-len",
+                 "gpu_util_pct": "--gpu-util", "is_decoder": "--model-type", "params_m": "--params-m"}

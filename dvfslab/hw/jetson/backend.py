@@ -1,0 +1,108 @@
+"""The Jetson backend: devfreq GPU clocks, INA3221 rails, load, temperatures, nvpmodel.
+
+Every path is under an injectable ``sysfs_root`` (``/`` on a board), so tests run on fake
+trees built by :func:`dvfslab.testing.fake_sysfs.build_board`. The pieces live in
+:mod:`.jetson_clocks` (clock control), :mod:`.jetson_power` (rails, load, thermal),
+:mod:`.jetson_safety` (state file, signal guard) and :mod:`.jetson_sysfs` (the I/O seam);
+this module puts them together in :func:`open_backend`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from dvfslab.hw.base import Backend, BackendUnavailableError, PowerReadError
+from dvfslab.hw.jetson.clocks import (
+    DevfreqNode,
+    JetsonClocks,
+    PowerMode,
+    find_gpu_devfreq,
+    plan_lock_writes,
+    plan_range_writes,
+    query_power_mode,
+)
+from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry, total_rails_for
+from dvfslab.hw.jetson.safety import SavedClocks, StateFile
+from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
+
+__all__ = [
+    "DevfreqNode",
+    "JetsonClocks",
+    "JetsonPowerReader",
+    "JetsonTelemetry",
+    "PowerMode",
+    "SavedClocks",
+    "StateFile",
+    "SysfsIO",
+    "board_model",
+    "find_gpu_devfreq",
+    "jetpack_release",
+    "open_backend",
+    "plan_lock_writes",
+    "plan_range_writes",
+    "query_power_mode",
+    "total_rails_for",
+]
+
+#: L4T major release -> JetPack major version
+L4T_TO_JETPACK = {"32": "4", "34": "5", "35": "5", "36": "6", "38": "7"}
+
+
+def board_model(io: SysfsIO) -> str | None:
+    """The device-tree model string (``NVIDIA Jetson AGX Orin Developer Kit``), if present."""
+    for rel in ("proc/device-tree/model", "sys/firmware/devicetree/base/model"):
+        if io.exists(rel):
+            return io.read_text(rel) or None
+    return None
+
+
+def jetpack_release(io: SysfsIO) -> str | None:
+    """``L4T R36.3.0 (JetPack 6)`` from ``etc/nv_tegra_release``, if present."""
+    if not io.exists("etc/nv_tegra_release"):
+        return None
+    text = io.read_text("etc/nv_tegra_release")
+    m = re.search(r"R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)", text)
+    if not m:
+        return text.splitlines()[0] if text else None
+    major, rev = m.group(1), m.group(2)
+    jp = L4T_TO_JETPACK.get(major)
+    return f"L4T R{major}.{rev}" + (f" (JetPack {jp})" if jp else "")
+
+
+def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, **kw) -> Backend:
+    """Open the Jetson backend under ``sysfs_root``.
+
+    Raises :class:`BackendUnavailableError` when no GPU devfreq node is found. Rails that
+    cannot be found leave ``power=None`` (the reason is in ``description["power_error"]``).
+    Unknown keyword arguments (meant for other backends) are ignored.
+    """
+    io = io or default_io(sysfs_root)
+    if not io.exists("sys/class/devfreq"):
+        raise BackendUnavailableError(f"{io.path('sys/class/devfreq')} does not exist (not a Jetson)")
+    node = find_gpu_devfreq(io)
+    clocks = JetsonClocks(io=io, node=node, state_dir=state_dir)
+    telemetry = JetsonTelemetry(io=io, devfreq_rel=node.rel)
+    description = {
+        "board": board_model(io),
+        "jetpack": jetpack_release(io),
+        "power_mode": None,
+        "gpu": node.gpu,
+        "devfreq": str(io.path(node.rel)),
+        "levels_mhz": clocks.levels_mhz(),
+        "clock_writable": clocks.writable(),
+        "rails": [],
+        "total_rails": [],
+        "simulated": False,
+    }
+    mode = query_power_mode(io)
+    description["power_mode"] = mode.describe() if mode else None
+    power = None
+    try:
+        power = JetsonPowerReader(io=io, devfreq_rel=node.rel)
+        description.update(rails=list(power.rails), total_rails=list(power.total_rails),
+                           rail_family=power.board_family, update_interval_s=power.update_interval_s)
+    except PowerReadError as err:
+        description["power_error"] = str(err)
+    return Backend(name="jetson", clocks=clocks, power=power, telemetry=telemetry,
+                   clock=time.monotonic, description=description)

@@ -1,0 +1,312 @@
+"""Jetson GPU clock control through devfreq (``min_freq`` / ``max_freq``), done safely.
+
+* :func:`find_gpu_devfreq` discovers the GPU node under ``sys/class/devfreq`` (JetPack 4–6).
+* :func:`plan_lock_writes` is the pure write-ordering rule (never ``min > max`` in between).
+* :class:`JetsonClocks` locks a level, reads it back, and restores the originals on exit,
+  on exceptions and on SIGINT/SIGTERM, with a state file written before the first write.
+
+sysfs speaks Hz; everything public here speaks MHz (``levels_mhz``, ``freq_mhz``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dvfslab.hw.base import (
+    BackendUnavailableError,
+    ClockState,
+    FrequencyCappedError,
+    check_level,
+    format_mhz,
+)
+from dvfslab.hw.jetson.safety import SavedClocks, SignalGuard, StateFile, check_owner, make_saved
+from dvfslab.hw.jetson.sysfs import SysfsIO, default_io, permission_error, write_checked
+
+#: devfreq node / of_node names of Jetson GPUs (TX2, Xavier, Orin, Thor; ``gpu`` on JetPack 6)
+GPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
+DEVFREQ_CLASS = "sys/class/devfreq"
+NVPMODEL_PATHS = ("usr/sbin/nvpmodel", "usr/bin/nvpmodel")
+
+
+@dataclass(frozen=True)
+class DevfreqNode:
+    """One devfreq device: ``rel`` is its path under the root (through ``sys/class/devfreq``)."""
+
+    rel: str
+    name: str
+    gpu: str
+
+    def attr(self, name: str) -> str:
+        return f"{self.rel}/{name}"
+
+
+@dataclass(frozen=True)
+class PowerMode:
+    """The nvpmodel power mode (``nvpmodel -q``)."""
+
+    id: int | None
+    name: str
+
+    def describe(self) -> str:
+        return f"{self.name} (id {self.id})" if self.id is not None else self.name
+
+
+def _gpu_name(io: SysfsIO, node: Path) -> str | None:
+    """The GPU kind of a devfreq node (``ga10b``, ``gpu`` ...) or ``None`` if not a GPU."""
+    candidates = [node.name.rsplit(".", 1)[-1]]
+    of_node = node / "device" / "of_node" / "name"
+    if of_node.exists():
+        candidates.insert(0, io.read_text(of_node))
+    for cand in candidates:
+        if cand in GPU_NAMES:
+            return cand
+    if node.name.startswith("gpu-gpc"):  # AGX Thor (unverified)
+        return "gb10b"
+    return None
+
+
+def find_gpu_devfreq(io: SysfsIO) -> DevfreqNode:
+    """Scan ``sys/class/devfreq/*`` under the root for the GPU; raise if there is none."""
+    nodes = io.glob(f"{DEVFREQ_CLASS}/*")
+    for node in nodes:
+        gpu = _gpu_name(io, node)
+        if gpu and (node / "available_frequencies").exists():
+            return DevfreqNode(rel=str(node.relative_to(io.root)), name=node.name, gpu=gpu)
+    seen = ", ".join(n.name for n in nodes) or "nothing"
+    raise BackendUnavailableError(
+        f"no Jetson GPU devfreq node under {io.path(DEVFREQ_CLASS)} (found: {seen}; expected a "
+        f"name ending in one of {', '.join(GPU_NAMES)}). Not a Jetson, or a wrong --sysfs-root"
+    )
+
+
+def plan_range_writes(cur_min_hz: int, cur_max_hz: int, new_min_hz: int, new_max_hz: int) -> list[tuple[str, int]]:
+    """Order the writes taking (min, max) to (new_min, new_max) so that min <= max throughout.
+
+    When the new minimum lies above the current maximum, ``max_freq`` goes first; otherwise
+    ``min_freq`` goes first. Writes that would not change a value are left out.
+    """
+    if new_min_hz > new_max_hz:
+        raise ValueError(f"new_min_hz {new_min_hz} > new_max_hz {new_max_hz}")
+    order = ("max_freq", "min_freq") if new_min_hz > cur_max_hz else ("min_freq", "max_freq")
+    current = {"min_freq": cur_min_hz, "max_freq": cur_max_hz}
+    new = {"min_freq": new_min_hz, "max_freq": new_max_hz}
+    return [(name, int(new[name])) for name in order if new[name] != current[name]]
+
+
+def plan_lock_writes(cur_min_hz: int, cur_max_hz: int, target_hz: int) -> list[tuple[str, int]]:
+    """Writes that pin min = max = ``target_hz``: raising, max first; lowering, min first."""
+    return plan_range_writes(cur_min_hz, cur_max_hz, target_hz, target_hz)
+
+
+def query_power_mode(io: SysfsIO, timeout_s: float = 5.0) -> PowerMode | None:
+    """``nvpmodel -q`` (the binary under the root), parsed; ``None`` when unavailable."""
+    for rel in NVPMODEL_PATHS:
+        exe = io.path(rel)
+        if not (exe.is_file() and os.access(exe, os.X_OK)):
+            continue
+        try:
+            out = subprocess.run([str(exe), "-q"], capture_output=True, text=True, timeout=timeout_s)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        m = re.search(r"NV Power Mode:\s*(\S+)\s*\n\s*(\d+)", out.stdout)
+        if m:
+            return PowerMode(int(m.group(2)), m.group(1))
+        m = re.search(r"NV Power Mode:\s*(\S+)", out.stdout)
+        return PowerMode(None, m.group(1)) if m else None
+    return None
+
+
+class JetsonClocks:
+    """:class:`~dvfslab.hw.base.ClockControl` over the GPU devfreq node.
+
+    Use as a context manager to get the originals back whatever happens::
+
+        with JetsonClocks("/") as clocks:
+            clocks.lock(612)
+            ...
+
+    ``lock`` saves the originals to the state file before its first write (or adopts the
+    originals a killed run left there); ``reset`` restores them and removes the file.
+    """
+
+    def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, node: DevfreqNode | None = None,
+                 state_dir=None, settle_s: float = 0.2, handle_signals: bool = True):
+        self.io = io or default_io(sysfs_root)
+        self.node = node or find_gpu_devfreq(self.io)
+        self.state_file = StateFile(self.io.root, self.node.rel, state_dir)
+        self.settle_s = float(settle_s)
+        self.handle_signals = handle_signals
+        self._levels_hz = self._read_levels_hz()
+        self._originals: SavedClocks | None = None
+        self._guard: SignalGuard | None = None
+
+    # -- reading ---------------------------------------------------------------------------
+    def _read_levels_hz(self) -> list[int]:
+        text = self.io.read_text(self.node.attr("available_frequencies"))
+        levels = sorted({int(v) for v in text.split()})
+        if not levels:
+            raise BackendUnavailableError(f"{self.io.path(self.node.attr('available_frequencies'))} is empty")
+        return levels
+
+    def _read_governor(self) -> str | None:
+        path = self.node.attr("governor")
+        return self.io.read_text(path) if self.io.exists(path) else None
+
+    def levels_mhz(self) -> list[float]:
+        """The board's GPU levels, ascending, in MHz."""
+        return [hz / 1e6 for hz in self._levels_hz]
+
+    def state(self) -> ClockState:
+        """Current cur/min/max (MHz), governor and levels."""
+        return ClockState(
+            cur_freq_mhz=self.io.read_int(self.node.attr("cur_freq")) / 1e6,
+            min_freq_mhz=self.io.read_int(self.node.attr("min_freq")) / 1e6,
+            max_freq_mhz=self.io.read_int(self.node.attr("max_freq")) / 1e6,
+            governor=self._read_governor(),
+            levels_mhz=tuple(self.levels_mhz()),
+        )
+
+    def writable(self) -> bool:
+        """Whether this process may write ``min_freq`` and ``max_freq``."""
+        return all(self.io.writable(self.node.attr(f)) for f in ("min_freq", "max_freq"))
+
+    def power_mode(self) -> PowerMode | None:
+        return query_power_mode(self.io)
+
+    # -- changing --------------------------------------------------------------------------
+    def _require_writable(self) -> None:
+        for name in ("min_freq", "max_freq"):
+            if not self.io.writable(self.node.attr(name)):
+                raise permission_error(self.io.path(self.node.attr(name)), self.node.name)
+
+    def _write(self, name: str, value) -> None:
+        write_checked(self.io, self.node.attr(name), value, self.node.name)
+
+    def _take_originals(self) -> SavedClocks:
+        """Adopt a stale state file (board left pinned) or save the current settings."""
+        saved = self.state_file.load()
+        if saved is not None:
+            check_owner(saved, self.state_file.path)
+        else:
+            saved = make_saved(str(self.io.root), self.node.rel, self._read_governor(),
+                               self.io.read_int(self.node.attr("min_freq")),
+                               self.io.read_int(self.node.attr("max_freq")))
+        self.state_file.save(make_saved(saved.sysfs_root, saved.node, saved.governor,
+                                        saved.min_freq_hz, saved.max_freq_hz))
+        return saved
+
+    def lock(self, freq_mhz: float, nearest: bool = False) -> ClockState:
+        """Pin the GPU at one level (``nearest`` snaps a non-level); return the state read back.
+
+        On a cap (power mode, thermal) the originals are restored and
+        :class:`FrequencyCappedError` names the cap and the power mode.
+        """
+        level_mhz = check_level(freq_mhz, self.levels_mhz(), nearest=nearest)
+        target_hz = min(self._levels_hz, key=lambda hz: abs(hz / 1e6 - level_mhz))
+        self._require_writable()
+        if self._originals is None:
+            self._originals = self._take_originals()
+        try:
+            cur_min = self.io.read_int(self.node.attr("min_freq"))
+            cur_max = self.io.read_int(self.node.attr("max_freq"))
+            for name, value in plan_lock_writes(cur_min, cur_max, target_hz):
+                self._write(name, value)
+                if name == "max_freq":
+                    self._check_max(target_hz)
+            return self._settle(target_hz)
+        except BaseException:
+            self.reset()
+            raise
+
+    def _check_max(self, target_hz: int) -> None:
+        got = self.io.read_int(self.node.attr("max_freq"))
+        if got < target_hz:
+            raise self._capped_error(target_hz, got, "max_freq")
+
+    def _settle(self, target_hz: int) -> ClockState:
+        """Read back until cur_freq reaches the target or ``settle_s`` passes."""
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            st = self.state()
+            if abs(st.cur_freq_mhz * 1e6 - target_hz) < 0.5e6 and st.locked:
+                return st
+            if time.monotonic() >= deadline:
+                raise self._capped_error(target_hz, round(st.cur_freq_mhz * 1e6), "cur_freq")
+            time.sleep(0.01)
+
+    def _capped_error(self, target_hz: int, got_hz: int, attr: str) -> FrequencyCappedError:
+        mode = self.power_mode()
+        mode_txt = (f"power mode {mode.describe()} (from nvpmodel -q)" if mode else
+                    f"power mode unknown (no nvpmodel under {self.io.root}); devfreq cap "
+                    f"{format_mhz(got_hz / 1e6)} MHz")
+        why = ("capped by the power mode" if attr == "max_freq" else
+               "thermal throttling or another limit")
+        err = FrequencyCappedError(
+            f"GPU did not reach {format_mhz(target_hz / 1e6)} MHz: {attr} reads back "
+            f"{format_mhz(got_hz / 1e6)} MHz at {self.io.path(self.node.attr(attr))} ({why}); "
+            f"{mode_txt}. Pick a level <= {format_mhz(got_hz / 1e6)} MHz or switch to MAXN "
+            "(`sudo nvpmodel -m 0`); clocks restored"
+        )
+        err.requested_mhz, err.cap_mhz, err.power_mode = target_hz / 1e6, got_hz / 1e6, mode
+        return err
+
+    def _apply(self, saved: SavedClocks) -> None:
+        """Write the saved governor/min/max back, in a safe order."""
+        cur_min = self.io.read_int(self.node.attr("min_freq"))
+        cur_max = self.io.read_int(self.node.attr("max_freq"))
+        new_min, new_max = sorted((saved.min_freq_hz, saved.max_freq_hz))
+        for name, value in plan_range_writes(cur_min, cur_max, new_min, new_max):
+            self._write(name, value)
+        if saved.governor and self._read_governor() not in (None, saved.governor):
+            self._write("governor", saved.governor)
+
+    def reset(self) -> None:
+        """Restore the originals this object saved or adopted (no-op when it locked nothing)."""
+        saved, self._originals = self._originals, None
+        if saved is not None:
+            self._apply(saved)
+            self.state_file.remove()
+
+    def restore_saved(self) -> SavedClocks | None:
+        """Restore from the state file (after a crash); return what was restored, or ``None``."""
+        saved = self._originals or self.state_file.load()
+        if saved is None:
+            return None
+        self._require_writable()
+        self._originals = saved
+        self.reset()
+        return saved
+
+    # -- context manager -------------------------------------------------------------------
+    def __enter__(self) -> JetsonClocks:
+        if self.handle_signals:
+            self._guard = SignalGuard(self.reset)
+            self._guard.install()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.reset()
+        finally:
+            if self._guard is not None:
+                self._guard.uninstall()
+                self._guard = None
+
+    def __repr__(self) -> str:
+        return f"JetsonClocks({str(self.io.root)!r}, node={self.node.name!r})"
+
+
+__all__ = [
+    "DevfreqNode",
+    "JetsonClocks",
+    "PowerMode",
+    "find_gpu_devfreq",
+    "plan_lock_writes",
+    "plan_range_writes",
+    "query_power_mode",
+]

@@ -1,0 +1,187 @@
+"""Run the notebook series 01 → 05 with papermill and collect its outputs.
+
+``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
+other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``. The notebooks
+chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
+``summary.json``). The output folder then holds:
+
+* ``NN_name.ipynb`` — the executed notebooks (with the parameters they ran with), and
+  ``NN_name.html`` — their HTML rendering;
+* ``figures/*.png``, ``tables/*.csv``, ``models/mlg.json``;
+* ``summary.json`` — the headline numbers (keys documented in docs/method.md).
+
+The first failing notebook stops the run with a :class:`PipelineError` naming the notebook
+and the cell; its executed copy (with the traceback) is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dvfslab.core.files import jsonable
+from dvfslab.data.contract import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    load_dataset,
+)
+from dvfslab.hw.base import DvfsError
+
+NOTEBOOKS: tuple[str, ...] = ("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
+                              "04_governor_evaluation", "05_beyond_the_paper")
+# figures each notebook must leave under figures/ (checked after the run)
+FIGURES: dict[str, tuple[str, ...]] = {
+    "01_characterization": ("sweep_curves", "energy_u_curves", "optimal_level_heatmap"),
+    "02_feature_engineering": ("feature_relations",),
+    "03_model_selection_loocv": ("cv_comparison", "mlg_tree", "mlg_paper_tree"),
+    "04_governor_evaluation": ("savings_slowdown", "saving_vs_slowdown"),
+    "05_beyond_the_paper": ("governor_cv", "pareto_energy_time"),
+}
+KERNEL = "python3"
+
+
+class PipelineError(DvfsError):
+    """A notebook of the series failed, or left out an output it must write."""
+
+
+#: the bundled notebooks and dataset ship inside the package (links to the checkout's top-level
+#: ``notebooks/`` and ``data/replay/`` in a source tree, copies in an installed wheel)
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def default_data_dir() -> Path:
+    """The bundled (simulated) dataset: ``data/replay`` of the checkout, shipped with the package."""
+    return PACKAGE_DIR / "replay"
+
+
+def default_out_dir(now: datetime | None = None) -> Path:
+    """``runs/<YYYYmmdd-HHMMSS>`` under the current directory."""
+    return Path("runs") / (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+
+
+def notebook_dir() -> Path:
+    """Where the notebooks live; a clear error when this is not a source checkout."""
+    path = PACKAGE_DIR / "notebooks"
+    if not (path / f"{NOTEBOOKS[0]}.ipynb").exists():
+        raise PipelineError(f"{path}: the notebooks are not there; reinstall dvfslab (pip install .), "
+                            "or in a checkout restore the link dvfslab/pipeline/notebooks -> ../../notebooks")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# summary.json
+# --------------------------------------------------------------------------------------------
+
+
+
+def read_summary(out_dir: str | os.PathLike) -> dict:
+    """The summary.json of an output folder ({} when there is none yet)."""
+    path = Path(out_dir) / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def update_summary(out_dir: str | os.PathLike, updates: Mapping[str, Any], fresh: bool = False) -> dict:
+    """Merge ``updates`` (top-level keys) into summary.json, atomically; ``fresh`` starts anew."""
+    summary = {} if fresh else read_summary(out_dir)
+    summary.update(jsonable(dict(updates)))
+    atomic_write_json(Path(out_dir) / "summary.json", summary)
+    return summary
+
+
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Any:
+    """Save a figure as PNG (atomically), close it, and return it as an image to display.
+
+    Rendering once and showing the saved PNG halves the plotting time of a notebook compared
+    with the inline backend drawing every figure a second time.
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")  # keeps legends placed outside the axes
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return Image(data=buf.getvalue(), format="png")
+
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+
+
+def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: bool) -> Path:
+    """Execute one notebook with papermill into ``out_dir``; PipelineError names the cell."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    src = notebook_dir() / f"{name}.ipynb"
+    dst = out_dir / f"{name}.ipynb"
+    try:
+        papermill.execute_notebook(str(src), str(dst), parameters=dict(parameters), kernel_name=KERNEL,
+                                   progress_bar=progress, log_output=False, cwd=str(out_dir),
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no start-up chatter
+    except PapermillExecutionError as err:
+        raise PipelineError(f"notebook {name}.ipynb failed in cell {err.cell_index + 1} (execution count "
+                            f"{err.exec_count}): {err.ename}: {err.evalue.strip().splitlines()[0] if err.evalue else ''}"
+                            f" — the executed copy with the traceback is {dst}") from None
+    return dst
+
+
+def render_html(notebook: Path) -> Path:
+    """Write ``<notebook>.html`` next to an executed notebook (nbconvert, lab template)."""
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_filename(str(notebook))
+    html = notebook.with_suffix(".html")
+    atomic_write_text(html, body)
+    return html
+
+
+def missing_figures(out_dir: Path, notebooks: Sequence[str] = NOTEBOOKS) -> list[str]:
+    """Figures (``figures/<name>.png``) the notebooks should have written but did not."""
+    names = [f for nb in notebooks for f in FIGURES.get(nb, ())]
+    return [n for n in names if not (out_dir / "figures" / f"{n}.png").exists()]
+
+
+def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
+                 quick: bool = False, seed: int = 0, notebooks: Sequence[str] = NOTEBOOKS, html: bool = True,
+                 progress: bool = True, log: Callable[[str], None] = print) -> Path:
+    """Run the notebook series on a dataset; return the output folder (see the module doc)."""
+    data = Path(data_dir) if data_dir is not None else default_data_dir()
+    if data_dir is None and not data.exists():
+        raise PipelineError(f"the bundled dataset {data} is missing — generate it with `dvfslab simulate --out {data}` "
+                            "or pass --data DIR")
+    ds = load_dataset(data)  # fail fast, with the dataset's own one-line reason
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    out = out.resolve()
+    params = {"DATA_DIR": str(data.resolve()), "OUTPUT_DIR": str(out), "SEED": int(seed), "QUICK": bool(quick)}
+    log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
+    started, timings = time.perf_counter(), {}
+    for i, name in enumerate(notebooks, 1):
+        log(f"[{i}/{len(notebooks)}] {name}")
+        t0 = time.perf_counter()
+        try:
+            executed = execute(name, out, params, progress)
+        except PipelineError:
+            if html and (out / f"{name}.ipynb").exists():
+                render_html(out / f"{name}.ipynb")  # the failure, readable in a browser
+            raise
+        if html:
+            render_html(executed)
+        timings[name] = round(time.perf_counter() - t0, 2)
+        log(f"      done in {timings[name]:.1f} s -> {executed.name}")
+    missing = missing_figures(out, notebooks)
+    if missing:
+        raise PipelineError(f"{out}/figures: the notebooks did not write {', '.join(m + '.png' for m in missing)}")
+    update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "seconds": timings,
+                                      "total_s": round(time.perf_counter() - started, 2)}})
+    return out
