@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from dvfslab.testing.fake_sysfs import PROFILES, FakeBoard, build_board
+# Hugging Face never reaches the network in tests (set once, before any test imports transformers):
+# models are built from configs, datasets in memory.
+for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ[_var] = "1"
+
+from dvfslab.testing.fake_sysfs import PROFILES, FakeBoard, build_board  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,6 @@ clocks are back to the board's original values afterwards.
 
 from __future__ import annotations
 
-import os
-
-for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-    os.environ.setdefault(_var, "1")
-
 import json  # noqa: E402
 import threading  # noqa: E402
 

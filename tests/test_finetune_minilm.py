@@ -7,11 +7,6 @@ task metric must be recorded, with the fake Jetson's clocks locked and restored.
 
 from __future__ import annotations
 
-import os
-
-for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-    os.environ.setdefault(_var, "1")
-
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 

@@ -23,8 +23,6 @@ from dvfslab.governors.base import TreeGovernor
 from dvfslab.pipeline import runner as PL
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-    os.environ.setdefault(var, "1")
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "data" / "replay"

@@ -186,6 +186,27 @@ TASKS: dict[str, GlueTask] = {t.name: t for t in (
 CHARACTERIZATION_TASKS: tuple[str, ...] = ("sst2", "qnli", "mrpc")
 EVALUATION_TASKS: tuple[str, ...] = ("qqp", "rte", "cola", "stsb", "mnli", "wnli")
 
+# The one list of Hugging Face ``model_type`` values by architecture (the paper's "model type"
+# feature: encoder-only vs decoder-only). A config whose type is in neither list is classified
+# by its ``architectures`` (``*CausalLM`` = decoder) by :func:`is_decoder_config`.
+ENCODER_TYPES = frozenset({
+    "albert", "bert", "camembert", "deberta", "deberta-v2", "distilbert", "electra", "ernie",
+    "megatron-bert", "mobilebert", "modernbert", "mpnet", "roberta", "xlm-roberta"})
+DECODER_TYPES = frozenset({
+    "bloom", "falcon", "gemma", "gemma2", "gpt2", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral",
+    "olmo", "opt", "phi", "phi3", "qwen2", "qwen3", "smollm", "smollm3", "stablelm"})
+
+
+def is_decoder_config(model_type: str | None, architectures=()) -> bool | None:
+    """True for a decoder-only config, False for an encoder, None when it cannot be told."""
+    mt = str(model_type or "").lower()
+    if mt in DECODER_TYPES:
+        return True
+    if mt in ENCODER_TYPES:
+        return False
+    return True if any(str(a).endswith("CausalLM") for a in architectures or ()) else None
+
+
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_MAX_SEQ_LEN = 128
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dvfslab.data.catalog import is_decoder_config
 from dvfslab.data.contract import atomic_write_json
 from dvfslab.governors.base import (
     FixedGovernor,
@@ -33,11 +34,6 @@ from dvfslab.governors.limits import constrain
 
 FIXED_FORMAT = "dvfslab-fixed"
 POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online")
-# model_type values of the Hugging Face configs we know
-ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
-                 "mpnet", "camembert", "ernie", "mobilebert"}
-DECODER_TYPES = {"gpt2", "gpt_neox", "gpt_neo", "gptj", "llama", "mistral", "opt", "phi", "phi3", "qwen2", "gemma",
-                 "gemma2", "falcon", "bloom", "smollm", "olmo", "stablelm"}
 
 
 def save_fixed(governor: FixedGovernor, path: str | os.PathLike) -> None:
@@ -104,12 +100,9 @@ def features_from_hf_config(path: str | os.PathLike) -> dict[str, float]:
         out["n_layers"] = float(layers)
     if hidden is not None:
         out["hidden_size"] = float(hidden)
-    mtype = str(cfg.get("model_type", "")).lower()
-    archs = " ".join(cfg.get("architectures") or [])
-    if mtype in DECODER_TYPES or "CausalLM" in archs:
-        out["is_decoder"] = 1.0
-    elif mtype in ENCODER_TYPES:
-        out["is_decoder"] = 0.0
+    decoder = is_decoder_config(cfg.get("model_type"), cfg.get("architectures"))
+    if decoder is not None:
+        out["is_decoder"] = float(decoder)
     if layers is not None and hidden is not None:
         inter = _first(cfg, "intermediate_size", "n_inner") or 4 * hidden
         vocab = _first(cfg, "vocab_size") or 0

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from dvfslab.core.files import file_lock, utc_now
+from dvfslab.data.catalog import is_decoder_config
 from dvfslab.data.contract import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -38,10 +39,6 @@ from dvfslab.hw.base import Backend
 
 log = logging.getLogger(__name__)
 
-ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
-                 "xlm-roberta", "mpnet", "camembert", "megatron-bert", "mobilebert", "modernbert"}
-DECODER_TYPES = {"gpt_neox", "gpt2", "gptj", "gpt_neo", "llama", "mistral", "qwen2", "qwen3",
-                 "phi", "phi3", "opt", "bloom", "falcon", "gemma", "gemma2", "olmo", "smollm3"}
 LOCAL_TOKENIZER_VOCAB = 30000
 
 
@@ -119,13 +116,7 @@ def _dir_label(path: Path) -> str:
 
 
 def is_decoder(config) -> bool | None:
-    mt = getattr(config, "model_type", None)
-    if mt in DECODER_TYPES:
-        return True
-    if mt in ENCODER_TYPES:
-        return False
-    archs = getattr(config, "architectures", None) or []
-    return True if any(a.endswith("CausalLM") for a in archs) else None
+    return is_decoder_config(getattr(config, "model_type", None), getattr(config, "architectures", None))
 
 
 def resolve_tokenizer(source: ModelSource, tokenizer, train_texts: Sequence[str]):
