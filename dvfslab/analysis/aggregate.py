@@ -9,7 +9,7 @@ Everything downstream (model selection, governors, evaluation, plots) works on a
   highest level that workload was measured at;
 * ``workloads``: the dataset's ``workloads.csv``.
 
-Definitions follow ARCHITECTURE.md ("Evaluation definitions"). A sweep is written to and read
+Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read
 back from an output folder (``tables/sweep_*.csv`` + ``sweep.json``) at full float precision,
 which is how the notebooks chain.
 """

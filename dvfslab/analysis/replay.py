@@ -1,6 +1,6 @@
 """Replay governors over a sweep: chosen level, energy, time, saving, slowdown, regret.
 
-For a workload ``w`` and a policy ``p`` (ARCHITECTURE.md, "Evaluation definitions"):
+For a workload ``w`` and a policy ``p`` (docs/method.md, "Evaluation definitions"):
 
 * the policy's level is ``p.decide(features of w)``; ``None`` replays the baseline runs;
   a level the workload was not measured at is replaced by its nearest measured level

@@ -1,7 +1,7 @@
 """The dataset directory contract (schema version 1): read, validate, write atomically.
 
 A dataset is a directory holding ``meta.json``, ``workloads.csv``, ``runs.csv`` and optionally
-``steps.csv`` (and per-run power traces under ``samples/``). See ARCHITECTURE.md and the data
+``steps.csv`` (and per-run power traces under ``samples/``). See docs/method.md and the data
 dictionary in the README. Every problem is reported as a :class:`DatasetError` naming the
 file, the column and the row (1-based data row; the CSV line is one more because of the
 header), so ``dvfslab validate`` can print one line and exit 2.

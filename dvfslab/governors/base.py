@@ -83,7 +83,7 @@ class FixedGovernor:
     @classmethod
     def fit(cls, sweep: Sweep, train_ids: Iterable[str], name: str = "ffg") -> FixedGovernor:
         """The level minimizing the mean over ``train_ids`` of E(w, f) / E_b(w), among the
-        levels every training workload was measured at (ARCHITECTURE.md)."""
+        levels every training workload was measured at (docs/method.md)."""
         train_ids = list(train_ids)
         if not train_ids:
             raise GovernorError("FFG needs at least one training workload")

@@ -1,6 +1,6 @@
 """Slowdown limits: any governor picks the least-energy level that keeps training fast enough.
 
-``max_slowdown_pct`` bounds ``T_p / T_baseline - 1`` (in %, ARCHITECTURE.md). Each kind of
+``max_slowdown_pct`` bounds ``T_p / T_baseline - 1`` (in %, docs/method.md). Each kind of
 governor meets it the way that is coherent with what it knows:
 
 * governors that predict curves (``curve``; ``online`` after probing) choose the least

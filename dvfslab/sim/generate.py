@@ -263,7 +263,7 @@ def paper_tree_mhz(n_layers: float, avg_seq_len: float, gpu_util_pct: float) -> 
 
 
 def twin_findings(ds: Dataset) -> dict:
-    """What a dataset says about the paper's findings, by ARCHITECTURE.md's definitions.
+    """What a dataset says about the paper's findings, by docs/method.md's definitions.
 
     Means over ``status=ok`` repetitions per (workload, level); baseline = mean MAXN run;
     savings and slowdowns on the ``evaluation`` split; FFG chosen on ``characterization``.
