@@ -25,6 +25,7 @@ from pathlib import Path
 
 from dvfslab.core.files import file_lock, utc_now
 from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.hw.jetson.safety import pid_alive
 
 LOCK_DIR_ENV = "DVFSLAB_LOCK_DIR"
 
@@ -59,14 +60,8 @@ def holder_alive(holder: Mapping) -> bool:
     if holder.get("boot_id") and _boot_id() and holder["boot_id"] != _boot_id():
         return False
     pid = int(holder.get("pid", -1))
-    if pid <= 0:
+    if not pid_alive(pid):  # no such process, or a zombie
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
     proc = _proc_start(pid)
     if proc is not None and (proc[0] in ("Z", "X") or
                              (holder.get("start_ticks") is not None and proc[1] != holder["start_ticks"])):
