@@ -189,6 +189,9 @@ def test_unsupported_level_lists_levels_and_writes_nothing(orin_jp6):
     assert "306, 408, 510, 612" in str(info.value) and "1300.5" in str(info.value)
     assert limits(orin_jp6) == ORIGINAL and not clocks.state_file.path.exists()
     assert clocks.lock(600, nearest=True).cur_freq_mhz == 612.0
+    # half-way between 510 and 612 goes up, as the devfreq core serves the lowest level >= a target
+    assert clocks.lock(561, nearest=True).cur_freq_mhz == 612.0
+    assert orin_jp6.state()["min_freq_hz"] == orin_jp6.state()["max_freq_hz"] == 612000000
     clocks.reset()
 
 

@@ -39,8 +39,8 @@ class SysfsIO:
 
     @property
     def is_real_root(self) -> bool:
-        """True when this reads the machine's own ``/sys`` (root ``/``)."""
-        return self.root == Path("/")
+        """True when this reads the machine's own ``/sys`` (root ``/``, also through a symlink)."""
+        return os.path.realpath(self.root) == os.path.sep
 
     def path(self, rel: str | os.PathLike) -> Path:
         """The absolute path of ``rel`` under the root (absolute paths pass unchanged)."""
@@ -103,9 +103,10 @@ def default_io(root: str | os.PathLike = "/", io_class: str | None = None) -> Sy
     """
     source = "--sysfs-io" if io_class else SYSFS_IO_ENV
     target = io_class or os.environ.get(SYSFS_IO_ENV, "").strip()
+    plain = SysfsIO(root)
     if not target:
-        return SysfsIO(root)
-    if os.path.realpath(root) == os.path.sep:
+        return plain
+    if plain.is_real_root:
         raise DvfsError(
             f"{source}={target} refused: the sysfs root is the real '/', and a custom sysfs I/O "
             f"class is only for test trees; unset {source} or pass --sysfs-root DIR"
