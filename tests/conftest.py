@@ -11,7 +11,7 @@ import pytest
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_var] = "1"
 
-from dvfslab.testing.fake_sysfs import PROFILES, FakeBoard, build_board  # noqa: E402
+from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, PROFILES, FakeBoard, build_board  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -34,5 +34,5 @@ def any_board(request, tmp_path) -> FakeBoard:
 
 @pytest.fixture
 def fake_kernel_env(monkeypatch) -> None:
-    """Ask for the fake kernel explicitly (also the default for trees made by build_board)."""
-    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "1")
+    """Inject the fake kernel into code that opens sysfs by root (``dvfslab`` commands, sub-processes)."""
+    monkeypatch.setenv("DVFSLAB_SYSFS_IO", FAKE_KERNEL_IO)

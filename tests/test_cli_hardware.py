@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dvfslab.cli import main
-from dvfslab.testing.fake_sysfs import build_board
+from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, build_board
 
 ORIGINAL = {"governor": "nvhost_podgov", "min_freq_hz": 306000000, "max_freq_hz": 1300500000}
 # the command run under `dvfslab run`: records its pid, then waits to be signalled
@@ -45,16 +45,27 @@ def test_set_then_restore_acceptance(orin_jp6, capsys, fake_kernel_env):
     assert rc == 0 and "nothing to restore" in out
 
 
-def test_fake_tree_needs_no_env_but_plain_files_cannot_follow(orin_jp6, capsys, monkeypatch):
-    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "0")  # plain files: cur_freq never follows, and that is caught
+def test_the_option_injects_the_fake_kernel_the_tree_alone_does_not(orin_jp6, capsys, monkeypatch):
+    monkeypatch.delenv("DVFSLAB_SYSFS_IO", raising=False)  # plain files: cur_freq never follows, and that is caught
     rc, _, err = cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "612")
     assert rc == 2 and "cur_freq reads back 306 MHz" in err
     assert limits(orin_jp6) == ORIGINAL
-    monkeypatch.delenv("DVFSLAB_FAKE_KERNEL")  # the tree's marker selects the fake kernel
-    assert cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "612")[0] == 0
+    fake = ("--sysfs-root", orin_jp6.root, "--sysfs-io", FAKE_KERNEL_IO)
+    assert cli(capsys, "clocks", *fake, "--set", "612")[0] == 0
     assert orin_jp6.state()["min_freq_hz"] == orin_jp6.state()["max_freq_hz"] == 612000000
-    assert cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--restore")[0] == 0
+    assert cli(capsys, "clocks", *fake, "--restore")[0] == 0
     assert limits(orin_jp6) == ORIGINAL
+
+
+@pytest.mark.parametrize("command", [("clocks", "--list"), ("devices",), ("run", "--freq", "612", "--", "true")])
+def test_a_custom_io_class_is_refused_for_the_real_root(capsys, monkeypatch, command):
+    monkeypatch.delenv("DVFSLAB_SYSFS_IO", raising=False)
+    rc, out, err = cli(capsys, *command[:1], "--sysfs-io", FAKE_KERNEL_IO, *command[1:])
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert f"--sysfs-io={FAKE_KERNEL_IO} refused: the sysfs root is the real '/'" in err
+    monkeypatch.setenv("DVFSLAB_SYSFS_IO", FAKE_KERNEL_IO)
+    rc, out, err = cli(capsys, *command)
+    assert rc == 2 and out == "" and f"DVFSLAB_SYSFS_IO={FAKE_KERNEL_IO} refused" in err
 
 
 def test_non_level_rejected_on_one_line(orin_jp6, capsys, fake_kernel_env):
@@ -120,7 +131,7 @@ def test_run_returns_child_exit_code_and_restores(orin_jp6, capsys, fake_kernel_
 
 # -- sub-processes: signals and SIGKILL -----------------------------------------------------
 def dvfslab(*argv, **kw) -> subprocess.Popen:
-    env = {**os.environ, "DVFSLAB_FAKE_KERNEL": "1"}
+    env = {**os.environ, "DVFSLAB_SYSFS_IO": FAKE_KERNEL_IO}
     return subprocess.Popen([sys.executable, "-m", "dvfslab", *map(str, argv)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 

@@ -21,15 +21,11 @@ from dvfslab.hw.base import (
     FrequencyCappedError,
     UnsupportedFrequencyError,
 )
-from dvfslab.hw.jetson.backend import (
-    JetsonClocks,
-    find_gpu_devfreq,
-    plan_lock_writes,
-    plan_range_writes,
-)
+from dvfslab.hw.jetson import JetsonClocks, find_gpu_devfreq
+from dvfslab.hw.jetson.clocks import plan_lock_writes, plan_range_writes
 from dvfslab.hw.jetson.safety import StateFile, make_saved, pid_alive
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
-from dvfslab.testing.fake_sysfs import ORIN_LEVELS_HZ, FakeKernelIO, build_board
+from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, ORIN_LEVELS_HZ, FakeKernelIO, build_board
 
 ORIGINAL = {"governor": "nvhost_podgov", "min_freq_hz": 306000000, "max_freq_hz": 1300500000}
 EXPECTED_NODES = {"agx-orin-jp5": ("17000000.ga10b", "ga10b", 11), "agx-orin-jp6": ("17000000.gpu", "gpu", 11),
@@ -116,14 +112,59 @@ def test_fake_kernel_rules(orin_jp6):
         io.write(d / "max_freq", 306000000)
 
 
-def test_default_io_picks_the_fake_kernel_only_for_marked_fake_trees(orin_jp6, tmp_path, monkeypatch):
-    monkeypatch.delenv("DVFSLAB_FAKE_KERNEL", raising=False)
-    assert type(default_io(orin_jp6.root)) is FakeKernelIO
-    assert type(default_io(tmp_path / "plain")) is SysfsIO
-    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "1")
-    assert type(default_io("/")) is SysfsIO  # never for the real root
-    monkeypatch.setenv("DVFSLAB_FAKE_KERNEL", "0")
+# -- injecting the sysfs I/O class -----------------------------------------------------------
+def test_the_fake_trees_rule_file_alone_selects_nothing(orin_jp6, monkeypatch):
+    monkeypatch.delenv("DVFSLAB_SYSFS_IO", raising=False)
+    assert (orin_jp6.root / ".fake_kernel.json").is_file()  # build_board still writes its rule state
     assert type(default_io(orin_jp6.root)) is SysfsIO
+    clocks = JetsonClocks(orin_jp6.root, settle_s=0.0)
+    assert type(clocks.io) is SysfsIO
+    with pytest.raises(FrequencyCappedError, match="cur_freq reads back 306 MHz"):
+        clocks.lock(612)  # plain files: nothing makes cur_freq follow the limits
+    assert limits(orin_jp6) == ORIGINAL
+
+
+def test_the_setting_or_the_argument_injects_the_class(orin_jp6, monkeypatch):
+    monkeypatch.setenv("DVFSLAB_SYSFS_IO", FAKE_KERNEL_IO)
+    io = default_io(orin_jp6.root)
+    assert type(io) is FakeKernelIO and io.root == orin_jp6.root
+    clocks = JetsonClocks(orin_jp6.root)
+    assert clocks.lock(612).cur_freq_mhz == 612.0  # the fake kernel moved cur_freq
+    clocks.reset()
+    monkeypatch.delenv("DVFSLAB_SYSFS_IO")
+    assert type(default_io(orin_jp6.root, FAKE_KERNEL_IO)) is FakeKernelIO
+    monkeypatch.setenv("DVFSLAB_SYSFS_IO", "")
+    assert type(default_io(orin_jp6.root)) is SysfsIO
+
+
+@pytest.mark.parametrize("root", ["/", "link-to-root"])
+def test_the_real_root_refuses_a_custom_class(tmp_path, monkeypatch, root):
+    if root != "/":
+        os.symlink("/", tmp_path / root)
+        root = tmp_path / root
+    monkeypatch.setenv("DVFSLAB_SYSFS_IO", FAKE_KERNEL_IO)
+    for make in (lambda: default_io(root), lambda: JetsonClocks(root)):
+        with pytest.raises(DvfsError) as info:
+            make()
+        msg = str(info.value)
+        assert "\n" not in msg and msg.startswith(f"DVFSLAB_SYSFS_IO={FAKE_KERNEL_IO} refused")
+    monkeypatch.delenv("DVFSLAB_SYSFS_IO")
+    with pytest.raises(DvfsError, match=r"^--sysfs-io=.* refused: the sysfs root is the real '/'"):
+        default_io(root, FAKE_KERNEL_IO)
+    assert type(default_io(root)) is SysfsIO
+
+
+@pytest.mark.parametrize("target, why", [
+    ("dvfslab.testing.fake_sysfs.FakeKernelIO", "must look like 'package.module:ClassName'"),
+    ("dvfslab.testing.no_such_module:FakeKernelIO", "cannot load the sysfs I/O class"),
+    ("dvfslab.testing.fake_sysfs:NoSuchClass", "cannot load the sysfs I/O class"),
+    ("dvfslab.testing.fake_sysfs:FakeBoard", "is not a subclass of dvfslab.hw.jetson.sysfs.SysfsIO"),
+])
+def test_a_bad_class_name_is_one_line_naming_the_variable(orin_jp6, monkeypatch, target, why):
+    monkeypatch.setenv("DVFSLAB_SYSFS_IO", target)
+    with pytest.raises(DvfsError) as info:
+        default_io(orin_jp6.root)
+    assert str(info.value).startswith(f"DVFSLAB_SYSFS_IO={target!r}") and why in str(info.value)
 
 
 # -- lock / reset ---------------------------------------------------------------------------
@@ -148,6 +189,9 @@ def test_unsupported_level_lists_levels_and_writes_nothing(orin_jp6):
     assert "306, 408, 510, 612" in str(info.value) and "1300.5" in str(info.value)
     assert limits(orin_jp6) == ORIGINAL and not clocks.state_file.path.exists()
     assert clocks.lock(600, nearest=True).cur_freq_mhz == 612.0
+    # half-way between 510 and 612 goes up, as the devfreq core serves the lowest level >= a target
+    assert clocks.lock(561, nearest=True).cur_freq_mhz == 612.0
+    assert orin_jp6.state()["min_freq_hz"] == orin_jp6.state()["max_freq_hz"] == 612000000
     clocks.reset()
 
 
@@ -296,7 +340,7 @@ def test_zombie_owner_counts_as_dead():
 
 LIBRARY_USER = """
 import sys, time
-from dvfslab.hw.jetson.backend import JetsonClocks
+from dvfslab.hw.jetson import JetsonClocks
 with JetsonClocks(sys.argv[1]) as clocks:
     clocks.lock(1122)
     open(sys.argv[2], "w").close()
@@ -307,6 +351,7 @@ with JetsonClocks(sys.argv[1]) as clocks:
 def test_default_sigterm_restores_then_dies_by_the_signal(orin_jp6, tmp_path):
     marker = tmp_path / "locked"
     proc = subprocess.Popen([sys.executable, "-c", LIBRARY_USER, str(orin_jp6.root), str(marker)],
+                            env={**os.environ, "DVFSLAB_SYSFS_IO": FAKE_KERNEL_IO},
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     while not marker.exists():

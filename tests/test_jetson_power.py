@@ -9,7 +9,7 @@ import pytest
 
 from dvfslab.hw import get_backend
 from dvfslab.hw.base import BackendUnavailableError, PowerReader, PowerReadError, Telemetry
-from dvfslab.hw.jetson.backend import JetsonPowerReader, JetsonTelemetry, open_backend
+from dvfslab.hw.jetson import JetsonPowerReader, JetsonTelemetry, open_backend
 from dvfslab.testing.fake_sysfs import build_board
 
 RAILS = {
@@ -27,10 +27,15 @@ def test_rails_and_total_rails_per_profile(any_board):
     rails, total = RAILS[any_board.profile.name]
     assert reader.rails == rails  # in7 ("sum of shunt voltages") and unlabeled channels skipped
     assert reader.total_rails == total
-    expected = {r: any_board.set_rail(r, 1000.0 + 250 * i) for i, r in enumerate(rails)}
+    for i, rail in enumerate(rails):  # rail i draws 1000 + 250 i mW: 5000 mV x (200 + 50 i) mA
+        if any_board.profile.rail_kind == "iio":
+            any_board.set_rail(rail, 1000 + 250 * i)
+        else:
+            any_board.set_rail(rail, mv=5000, ma=200 + 50 * i)
     sample = reader.read()
-    assert dict(sample.power_mw) == expected
-    assert sample.total_mw(reader.total_rails) == sum(expected[r] for r in total)
+    assert dict(sample.power_mw) == {r: 1000.0 + 250 * i for i, r in enumerate(rails)}
+    # "CPU + GPU" = rails 0 and 1 (1000 + 1250 mW), on the Orin NX rails 1 and 2 (1250 + 1500 mW)
+    assert sample.total_mw(reader.total_rails) == (2750.0 if any_board.profile.name == "orin-nx-jp6" else 2250.0)
     reader.close()
 
 
@@ -59,15 +64,22 @@ def test_update_interval_when_exposed(tmp_path):
     assert JetsonPowerReader(build_board(tmp_path / "b", "agx-orin-jp5").root).update_interval_s is None
 
 
-def test_sample_carries_timestamp_load_and_frequency(orin_jp6):
+def test_sample_carries_load_and_frequency(orin_jp6):
     be = open_backend(orin_jp6.root, io=orin_jp6.io())
     orin_jp6.set_load(37.5)
     be.clocks.lock(714)
-    s1, s2 = be.power.read(), be.power.read()
-    assert s1.gpu_util_pct == 37.5 and s1.gpu_freq_mhz == 714.0
-    assert s1.t_s <= s2.t_s
+    s = be.power.read()
+    assert s.gpu_util_pct == 37.5 and s.gpu_freq_mhz == 714.0
     be.close()
     assert orin_jp6.state()["max_freq_hz"] == 1300500000
+
+
+def test_sample_is_stamped_by_the_injected_clock_before_the_rails_are_read(orin_jp6):
+    ticks = iter([12.5, 13.75])
+    reader = JetsonPowerReader(io=orin_jp6.io(), clock=lambda: next(ticks))
+    assert [reader.read().t_s, reader.read().t_s] == [12.5, 13.75]  # one clock call per read
+    assert next(ticks, None) is None
+    reader.close()
 
 
 def test_unreadable_rail_names_the_rail(orin_jp6):
@@ -115,7 +127,8 @@ def test_open_backend_description_and_registry(orin_jp6):
     assert d["jetpack"] == "L4T R36.3.0 (JetPack 6)"
     assert d["power_mode"] == "MODE_50W (id 3)"
     assert d["levels_mhz"][-1] == 1300.5 and d["clock_writable"] is True
-    assert d["total_rails"] == ["VDD_CPU_CV", "VDD_GPU_SOC"] and d["simulated"] is False
+    assert d["total_rails"] == ["VDD_CPU_CV", "VDD_GPU_SOC"]
+    assert be.simulated is False and be.virtual_time is False and be.power.clock is be.clock
     assert get_backend("auto", sysfs_root=orin_jp6.root).name == "jetson"
 
 

@@ -84,4 +84,14 @@ def test_backend_combines_sysfs_clocks_with_jtop_power(monkeypatch, orin_jp6):
     monkeypatch.setitem(sys.modules, "jtop", make_jtop())
     be = open_backend(sysfs_root=orin_jp6.root)
     assert be.name == "jtop" and be.clocks.levels_mhz()[-1] == 1300.5
+    assert be.simulated is False and be.virtual_time is False
     assert be.power.read().power_mw["VDD_CPU_CV"] == 1599.0
+
+
+def test_backend_uses_the_injected_sysfs_io(monkeypatch, orin_jp6):
+    monkeypatch.setitem(sys.modules, "jtop", make_jtop())
+    io = orin_jp6.io()
+    be = open_backend(io=io)  # no sysfs_root: the injected io's root is the tree
+    assert be.clocks.io is io and be.clocks.lock(816).cur_freq_mhz == 816.0  # the fake kernel moved cur_freq
+    be.close()
+    assert orin_jp6.state()["max_freq_hz"] == 1300500000

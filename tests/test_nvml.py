@@ -115,3 +115,4 @@ def test_missing_package_and_bad_index(monkeypatch):
 def test_auto_falls_back_to_nvml_when_no_jetson(nvml, tmp_path):
     be = get_backend("auto", sysfs_root=tmp_path)
     assert be.name == "nvml" and be.description["gpu"] == "NVIDIA A100-SXM4-40GB"
+    assert be.simulated is False and be.virtual_time is False

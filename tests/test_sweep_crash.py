@@ -1,9 +1,9 @@
 """Crash safety of ``dvfslab sweep`` as a real process on a fake Jetson tree.
 
 The sweep runs in a sub-process (``python -m dvfslab sweep``) against a fake AGX Orin sysfs
-tree whose devfreq rules the sub-process emulates (``DVFSLAB_FAKE_KERNEL=1``), with the
-test-only ``SleepExecutor`` (each run waits a little, its energy is what the sampler reads
-from the fake INA3221 rails). It is SIGKILLed at seeded random points, once while the GPU is
+tree whose devfreq rules the sub-process emulates (the fake kernel injected through
+``DVFSLAB_SYSFS_IO``), with the test-only ``SleepExecutor`` (each run waits a little, its
+energy is what the sampler reads from the fake INA3221 rails). It is SIGKILLed at seeded random points, once while the GPU is
 verifiably pinned, then resumed: the dataset must hold every planned run exactly once,
 validate, and the fake clocks must be back where they started.
 """
@@ -23,7 +23,7 @@ import pytest
 
 from dvfslab.data.contract import load_dataset
 from dvfslab.sweep.runner import make_plan
-from dvfslab.testing.fake_sysfs import build_board
+from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, build_board
 
 WORKLOADS = ["bert-small/sst2", "pythia-70m/mrpc"]
 FREQS = ["306", "612", "1300.5"]
@@ -32,7 +32,7 @@ FAIL = "pythia-70m--mrpc__f612__r1"
 
 @pytest.fixture
 def env(tmp_path):
-    e = dict(os.environ, DVFSLAB_FAKE_KERNEL="1", DVFSLAB_STATE_DIR=str(tmp_path / "state"),
+    e = dict(os.environ, DVFSLAB_SYSFS_IO=FAKE_KERNEL_IO, DVFSLAB_STATE_DIR=str(tmp_path / "state"),
              DVFSLAB_LOCK_DIR=str(tmp_path / "locks"), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     e["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), e.get("PYTHONPATH", "")])
     return e

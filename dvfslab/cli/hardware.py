@@ -1,6 +1,6 @@
 """Hardware commands: ``dvfslab devices``, ``dvfslab clocks``, ``dvfslab run``.
 
-* ``devices [--sysfs-root DIR]``: what this machine offers (board, JetPack, power mode, GPU
+* ``devices [--sysfs-root DIR [--sysfs-io MODULE:CLASS]]``: what this machine offers (board, JetPack, power mode, GPU
   levels, whether the clocks are writable, rails, load, temperatures, NVML, jtop).
 * ``clocks [--list | --set MHZ [--nearest] | --restore] [--sysfs-root DIR]``: ``--set`` pins
   the GPU and leaves it pinned (originals kept in the state file); ``--restore`` puts the
@@ -8,6 +8,9 @@
 * ``run --freq MHZ [--nearest] [--sysfs-root DIR] -- CMD ARGS...``: lock, run the command,
   return its exit code, restore; on SIGINT/SIGTERM forward the signal to the command,
   restore, and exit with 128 + signal number.
+
+``--sysfs-io MODULE:CLASS`` (default ``$DVFSLAB_SYSFS_IO``) injects another sysfs I/O class
+for a test tree (the fake kernel); it is refused with the real root ``/``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from dvfslab.hw.base import DvfsError, format_mhz
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sysfs-root", default="/", metavar="DIR",
                    help="root of the sysfs tree (default /; a fake tree in tests)")
+    p.add_argument("--sysfs-io", default=None, metavar="MODULE:CLASS",
+                   help="sysfs I/O class for a test tree, e.g. dvfslab.testing.fake_sysfs:FakeKernelIO "
+                        "(default $DVFSLAB_SYSFS_IO; refused with the real root /)")
     p.add_argument("--state-dir", default=None, metavar="DIR",
                    help="where the original clocks are saved (default $DVFSLAB_STATE_DIR or ~/.local/state/dvfslab)")
 
@@ -51,10 +57,17 @@ def register(sub) -> None:
     p.set_defaults(func=run_command)
 
 
-def _clocks(args, handle_signals: bool = False):
-    from dvfslab.hw.jetson.backend import JetsonClocks
+def _io(args):
+    """The sysfs I/O for ``--sysfs-root`` (``--sysfs-io`` / ``$DVFSLAB_SYSFS_IO`` injected)."""
+    from dvfslab.hw.jetson.sysfs import default_io
 
-    return JetsonClocks(args.sysfs_root, state_dir=args.state_dir, handle_signals=handle_signals)
+    return default_io(args.sysfs_root, getattr(args, "sysfs_io", None))
+
+
+def _clocks(args, handle_signals: bool = False):
+    from dvfslab.hw.jetson.clocks import JetsonClocks
+
+    return JetsonClocks(io=_io(args), state_dir=args.state_dir, handle_signals=handle_signals)
 
 
 def _state_line(st) -> str:
@@ -64,10 +77,10 @@ def _state_line(st) -> str:
 
 
 # -- devices --------------------------------------------------------------------------------
-def _jetson_lines(args) -> list[str]:
+def _jetson_lines(args, io) -> list[str]:
     from dvfslab.hw.jetson.backend import open_backend
 
-    be = open_backend(args.sysfs_root, state_dir=args.state_dir)
+    be = open_backend(io=io, state_dir=args.state_dir)
     d, clocks = be.description, be.clocks
     lines = [f"jetson: {d['board'] or 'unknown board'}, {d['jetpack'] or 'unknown release'}, "
              f"power mode {d['power_mode'] or 'unknown (nvpmodel not found)'}",
@@ -132,8 +145,9 @@ def _jtop_line(args) -> str:
 def run_devices(args) -> int:
     """Print what is available; exit 0 when a GPU backend was found, else 1."""
     found = False
+    io = _io(args)  # a refused --sysfs-io is an error, not "jetson: not available"
     try:
-        lines = _jetson_lines(args)
+        lines = _jetson_lines(args, io)
         found = True
     except DvfsError as err:
         lines = [f"jetson: not available ({err})"]

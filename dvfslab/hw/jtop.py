@@ -75,13 +75,17 @@ class JtopPowerReader:
         self.close()
 
 
-def open_backend(sysfs_root="/", interval_s: float = 0.5, state_dir=None, **kw) -> Backend:
-    """Jetson clocks (sysfs) with power from jtop; clocks are ``None`` when sysfs has no GPU."""
-    from dvfslab.hw.jetson.backend import JetsonClocks, JetsonTelemetry, find_gpu_devfreq
+def open_backend(sysfs_root="/", interval_s: float = 0.5, state_dir=None, io=None, **kw) -> Backend:
+    """Jetson clocks (sysfs, through ``io`` when given) with power from jtop.
+
+    Clocks are ``None`` when sysfs has no GPU (the reason is in ``description["clocks_error"]``).
+    """
+    from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
+    from dvfslab.hw.jetson.power import JetsonTelemetry
     from dvfslab.hw.jetson.sysfs import default_io
 
+    io = io if io is not None else default_io(sysfs_root)
     power = JtopPowerReader(interval_s)
-    io = default_io(sysfs_root)
     clocks = telemetry = None
     description = {"power_source": "jtop", "rails": list(power.rails), "total_rails": list(power.total_rails),
                    "update_interval_s": power.update_interval_s, "simulated": False}
@@ -92,5 +96,5 @@ def open_backend(sysfs_root="/", interval_s: float = 0.5, state_dir=None, **kw) 
         description["levels_mhz"] = clocks.levels_mhz()
     except DvfsError as err:
         description["clocks_error"] = str(err)
-    return Backend(name="jtop", clocks=clocks, power=power, telemetry=telemetry,
-                   clock=time.monotonic, description=description)
+    return Backend(name="jtop", clocks=clocks, power=power, telemetry=telemetry, clock=time.monotonic,
+                   description=description, simulated=False, virtual_time=False)

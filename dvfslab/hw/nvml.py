@@ -172,4 +172,5 @@ def open_backend(index: int = 0, **kw) -> Backend:
         description["power_error"] = str(err)
     if clocks is None and power is None:
         raise BackendUnavailableError(f"NVML found {s.name} but it offers neither clock control nor power. {TEGRA_HINT}")
-    return Backend(name="nvml", clocks=clocks, power=power, clock=time.monotonic, description=description)
+    return Backend(name="nvml", clocks=clocks, power=power, clock=time.monotonic, description=description,
+                   simulated=False, virtual_time=False)

@@ -2,6 +2,7 @@
 
 * :mod:`dvfslab.testing.fake_sysfs`: ``build_board(root, profile)`` writes a JetPack-like
   file tree (devfreq, INA3221 rails, load, thermal zones, nvpmodel) and ``FakeKernelIO``
-  applies the kernel's devfreq rules to writes.
+  applies the kernel's devfreq rules to writes (injected: ``io=board.io()``, or
+  ``DVFSLAB_SYSFS_IO=dvfslab.testing.fake_sysfs:FakeKernelIO``).
 * :mod:`dvfslab.testing.fake_pynvml`: a module to put in ``sys.modules["pynvml"]``.
 """

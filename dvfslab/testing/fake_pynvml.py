@@ -63,84 +63,87 @@ class _Handle:
         self.gpu = gpu
 
 
-def make_module(gpus: list[FakeGpu] | None = None, *, init_error: int | None = None,
-                clock: Callable[[], float] = time.monotonic) -> types.ModuleType:
-    """A module object standing in for ``pynvml`` with ``gpus`` attached (default: one A100)."""
-    gpus = list(gpus) if gpus is not None else [FakeGpu()]
-    mod = types.ModuleType("pynvml")
-    mod.__doc__ = "fake pynvml from dvfslab.testing.fake_pynvml"
-    state = {"init": 0}
-    for k, v in globals().items():
-        if k.startswith("NVML_"):
-            setattr(mod, k, v)
-    mod.NVMLError = NVMLError
-    mod.fake_gpus = gpus
+class _FakeNvml:
+    """The library's state (init count, devices, time source); its methods are the NVML calls."""
 
-    def need_init():
-        if not state["init"]:
+    API = ("nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName",
+           "nvmlDeviceGetSupportedMemoryClocks", "nvmlDeviceGetSupportedGraphicsClocks",
+           "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks", "nvmlDeviceGetClockInfo",
+           "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetUtilizationRates",
+           "set_power")
+
+    def __init__(self, gpus: list[FakeGpu], init_error: int | None, clock: Callable[[], float]):
+        self.gpus, self.init_error, self.clock, self.init_count = gpus, init_error, clock, 0
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _need_init(self) -> None:
+        if not self.init_count:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
 
-    def gpu_of(handle, *, tegra_ok=False) -> FakeGpu:
-        need_init()
+    def _gpu(self, handle: _Handle, *, tegra_ok: bool = False) -> FakeGpu:
+        self._need_init()
         if handle.gpu.tegra and not tegra_ok:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return handle.gpu
 
-    def accumulate(g: FakeGpu) -> None:
-        now = clock()
+    def _accumulate(self, g: FakeGpu) -> None:
+        now = self.clock()
         if g._t_last is not None:
             g.energy_mj += g.power_mw * (now - g._t_last)  # mW x s = mJ
         g._t_last = now
 
-    def nvmlInit():
-        if init_error is not None:
-            raise NVMLError(init_error)
-        state["init"] += 1
-        for g in gpus:
-            accumulate(g)
+    def _lockable(self, handle: _Handle) -> FakeGpu:
+        g = self._gpu(handle)
+        if not g.can_lock:
+            raise NVMLError(NVML_ERROR_NO_PERMISSION)
+        return g
 
-    def nvmlShutdown():
-        need_init()
-        state["init"] -= 1
+    # -- library ---------------------------------------------------------------------------
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise NVMLError(self.init_error)
+        self.init_count += 1
+        for g in self.gpus:
+            self._accumulate(g)
 
-    def nvmlDeviceGetCount():
-        need_init()
-        return len(gpus)
+    def nvmlShutdown(self) -> None:
+        self._need_init()
+        self.init_count -= 1
 
-    def nvmlDeviceGetHandleByIndex(index):
-        need_init()
-        if not 0 <= index < len(gpus):
+    def nvmlDeviceGetCount(self) -> int:
+        self._need_init()
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
+        self._need_init()
+        if not 0 <= index < len(self.gpus):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return _Handle(gpus[index])
+        return _Handle(self.gpus[index])
 
-    def nvmlDeviceGetName(handle):
-        return gpu_of(handle, tegra_ok=True).name
+    def nvmlDeviceGetName(self, handle) -> str:
+        return self._gpu(handle, tegra_ok=True).name
 
-    def nvmlDeviceGetSupportedMemoryClocks(handle):
-        return list(gpu_of(handle).memory_clocks_mhz)
+    # -- clocks ----------------------------------------------------------------------------
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle) -> list[int]:
+        return list(self._gpu(handle).memory_clocks_mhz)
 
-    def nvmlDeviceGetSupportedGraphicsClocks(handle, memoryClockMHz):
-        g = gpu_of(handle)
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle, memoryClockMHz) -> list[int]:
+        g = self._gpu(handle)
         if memoryClockMHz not in g.memory_clocks_mhz:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         return sorted(g.graphics_clocks_mhz, reverse=True)
 
-    def nvmlDeviceSetGpuLockedClocks(handle, minGpuClockMHz, maxGpuClockMHz):
-        g = gpu_of(handle)
-        if not g.can_lock:
-            raise NVMLError(NVML_ERROR_NO_PERMISSION)
+    def nvmlDeviceSetGpuLockedClocks(self, handle, minGpuClockMHz, maxGpuClockMHz) -> None:
+        g = self._lockable(handle)
         if minGpuClockMHz > maxGpuClockMHz:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         g.locked_mhz = (int(minGpuClockMHz), int(maxGpuClockMHz))
 
-    def nvmlDeviceResetGpuLockedClocks(handle):
-        g = gpu_of(handle)
-        if not g.can_lock:
-            raise NVMLError(NVML_ERROR_NO_PERMISSION)
-        g.locked_mhz = None
+    def nvmlDeviceResetGpuLockedClocks(self, handle) -> None:
+        self._lockable(handle).locked_mhz = None
 
-    def nvmlDeviceGetClockInfo(handle, type):
-        g = gpu_of(handle)
+    def nvmlDeviceGetClockInfo(self, handle, type) -> int:
+        g = self._gpu(handle)
         if type == NVML_CLOCK_MEM:
             return max(g.memory_clocks_mhz)
         levels = sorted(g.graphics_clocks_mhz)
@@ -150,30 +153,43 @@ def make_module(gpus: list[FakeGpu] | None = None, *, init_error: int | None = N
         inside = [f for f in levels if lo <= f <= hi]
         return max(inside) if inside else levels[0]
 
-    def nvmlDeviceGetPowerUsage(handle):
-        g = gpu_of(handle)
-        accumulate(g)
+    # -- power -----------------------------------------------------------------------------
+    def nvmlDeviceGetPowerUsage(self, handle) -> int:
+        g = self._gpu(handle)
+        self._accumulate(g)
         return int(round(g.power_mw))
 
-    def nvmlDeviceGetTotalEnergyConsumption(handle):
-        g = gpu_of(handle)
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle) -> int:
+        g = self._gpu(handle)
         if not g.supports_energy:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        accumulate(g)
+        self._accumulate(g)
         return int(g.energy_mj)
 
-    def nvmlDeviceGetUtilizationRates(handle):
-        return types.SimpleNamespace(gpu=gpu_of(handle).util_pct, memory=0)
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return types.SimpleNamespace(gpu=self._gpu(handle).util_pct, memory=0)
 
-    def set_power(index: int, power_mw: float) -> None:
+    def set_power(self, index: int, power_mw: float) -> None:
         """Change a GPU's power draw; energy up to now is accumulated at the old power."""
-        accumulate(gpus[index])
-        gpus[index].power_mw = float(power_mw)
+        self._accumulate(self.gpus[index])
+        self.gpus[index].power_mw = float(power_mw)
 
-    for fn in (nvmlInit, nvmlShutdown, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlDeviceGetName,
-               nvmlDeviceGetSupportedMemoryClocks, nvmlDeviceGetSupportedGraphicsClocks,
-               nvmlDeviceSetGpuLockedClocks, nvmlDeviceResetGpuLockedClocks, nvmlDeviceGetClockInfo,
-               nvmlDeviceGetPowerUsage, nvmlDeviceGetTotalEnergyConsumption, nvmlDeviceGetUtilizationRates,
-               set_power):
-        setattr(mod, fn.__name__, fn)
+
+def make_module(gpus: list[FakeGpu] | None = None, *, init_error: int | None = None,
+                clock: Callable[[], float] = time.monotonic) -> types.ModuleType:
+    """A module object standing in for ``pynvml`` with ``gpus`` attached (default: one A100).
+
+    Besides the NVML calls it offers ``fake_gpus`` (the :class:`FakeGpu` list, to inspect) and
+    ``set_power(index, power_mw)``.
+    """
+    lib = _FakeNvml(list(gpus) if gpus is not None else [FakeGpu()], init_error, clock)
+    mod = types.ModuleType("pynvml")
+    mod.__doc__ = "fake pynvml from dvfslab.testing.fake_pynvml"
+    for k, v in globals().items():
+        if k.startswith("NVML_"):
+            setattr(mod, k, v)
+    mod.NVMLError = NVMLError
+    mod.fake_gpus = lib.gpus
+    for name in _FakeNvml.API:
+        setattr(mod, name, getattr(lib, name))
     return mod

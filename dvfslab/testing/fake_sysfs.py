@@ -10,9 +10,11 @@ A file tree cannot react to writes, so the kernel's rules live in :class:`FakeKe
 applies them: a write making ``min_freq > max_freq`` fails with EINVAL, ``max_freq`` is
 capped by the power mode, ``cur_freq`` follows min/max (and a thermal cap), and a file
 without write bits refuses writes with EACCES even for root (as for an unprivileged user).
-The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json``; that file
-also marks the tree as fake, so ``dvfslab --sysfs-root <root>`` (in-process or a sub-process)
-picks :class:`FakeKernelIO` by itself (``DVFSLAB_FAKE_KERNEL=0`` opts out).
+The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json``; a tree
+without that file gets plain file writes. The file does not select the fake: code under test
+gets :class:`FakeKernelIO` by injection, ``io=board.io()`` in-process, or
+``DVFSLAB_SYSFS_IO=dvfslab.testing.fake_sysfs:FakeKernelIO`` (``--sysfs-io``) for ``dvfslab``
+commands and sub-processes (see docs/hardware.md).
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dvfslab.hw.jetson.sysfs import FAKE_KERNEL_MARKER, SysfsIO
+from dvfslab.hw.jetson.sysfs import SysfsIO
 
-KERNEL_FILE = FAKE_KERNEL_MARKER
+#: the fake kernel's rule state, at the root of every tree ``build_board`` writes
+KERNEL_FILE = ".fake_kernel.json"
+#: what ``$DVFSLAB_SYSFS_IO`` / ``--sysfs-io`` take to select :class:`FakeKernelIO`
+FAKE_KERNEL_IO = "dvfslab.testing.fake_sysfs:FakeKernelIO"
 ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,
                   1020000000, 1122000000, 1224000000, 1300500000)
 XAVIER_LEVELS_HZ = (114750000, 216750000, 318750000, 420750000, 522750000, 624750000, 675750000,
@@ -134,7 +139,11 @@ def _link(link: Path, target: Path) -> None:
 
 
 def _load_kernel(root: Path) -> dict:
-    return json.loads((root / KERNEL_FILE).read_text())
+    """The rule state; a tree without it (not made by ``build_board``) has no devfreq rules."""
+    try:
+        return json.loads((root / KERNEL_FILE).read_text())
+    except FileNotFoundError:
+        return {"devfreq": {}}
 
 
 def _save_kernel(root: Path, kernel: dict) -> None:

@@ -1,10 +1,10 @@
 """The Jetson backend: devfreq GPU clocks, INA3221 rails, load, temperatures, nvpmodel.
 
-Every path is under an injectable ``sysfs_root`` (``/`` on a board), so tests run on fake
-trees built by :func:`dvfslab.testing.fake_sysfs.build_board`. The pieces live in
-:mod:`.jetson_clocks` (clock control), :mod:`.jetson_power` (rails, load, thermal),
-:mod:`.jetson_safety` (state file, signal guard) and :mod:`.jetson_sysfs` (the I/O seam);
-this module puts them together in :func:`open_backend`.
+Every path is under an injectable ``sysfs_root`` (``/`` on a board) read through one
+:class:`~dvfslab.hw.jetson.sysfs.SysfsIO`, which a caller may inject (``io=``; tests pass a
+fake kernel). The pieces live in :mod:`.clocks` (clock control), :mod:`.power` (rails, load,
+thermal), :mod:`.safety` (state file, signal guard) and :mod:`.sysfs` (the I/O seam); this
+module puts them together in :func:`open_backend`.
 """
 
 from __future__ import annotations
@@ -13,37 +13,11 @@ import re
 import time
 
 from dvfslab.hw.base import Backend, BackendUnavailableError, PowerReadError
-from dvfslab.hw.jetson.clocks import (
-    DevfreqNode,
-    JetsonClocks,
-    PowerMode,
-    find_gpu_devfreq,
-    plan_lock_writes,
-    plan_range_writes,
-    query_power_mode,
-)
-from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry, total_rails_for
-from dvfslab.hw.jetson.safety import SavedClocks, StateFile
+from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq, query_power_mode
+from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 
-__all__ = [
-    "DevfreqNode",
-    "JetsonClocks",
-    "JetsonPowerReader",
-    "JetsonTelemetry",
-    "PowerMode",
-    "SavedClocks",
-    "StateFile",
-    "SysfsIO",
-    "board_model",
-    "find_gpu_devfreq",
-    "jetpack_release",
-    "open_backend",
-    "plan_lock_writes",
-    "plan_range_writes",
-    "query_power_mode",
-    "total_rails_for",
-]
+__all__ = ["board_model", "jetpack_release", "open_backend"]
 
 #: L4T major release -> JetPack major version
 L4T_TO_JETPACK = {"32": "4", "34": "5", "35": "5", "36": "6", "38": "7"}
@@ -71,13 +45,13 @@ def jetpack_release(io: SysfsIO) -> str | None:
 
 
 def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, **kw) -> Backend:
-    """Open the Jetson backend under ``sysfs_root``.
+    """Open the Jetson backend under ``sysfs_root`` (through ``io`` when given).
 
     Raises :class:`BackendUnavailableError` when no GPU devfreq node is found. Rails that
     cannot be found leave ``power=None`` (the reason is in ``description["power_error"]``).
     Unknown keyword arguments (meant for other backends) are ignored.
     """
-    io = io or default_io(sysfs_root)
+    io = io if io is not None else default_io(sysfs_root)
     if not io.exists("sys/class/devfreq"):
         raise BackendUnavailableError(f"{io.path('sys/class/devfreq')} does not exist (not a Jetson)")
     node = find_gpu_devfreq(io)
@@ -99,10 +73,10 @@ def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, **kw
     description["power_mode"] = mode.describe() if mode else None
     power = None
     try:
-        power = JetsonPowerReader(io=io, devfreq_rel=node.rel)
+        power = JetsonPowerReader(io=io, devfreq_rel=node.rel, clock=time.monotonic)
         description.update(rails=list(power.rails), total_rails=list(power.total_rails),
                            rail_family=power.board_family, update_interval_s=power.update_interval_s)
     except PowerReadError as err:
         description["power_error"] = str(err)
     return Backend(name="jetson", clocks=clocks, power=power, telemetry=telemetry,
-                   clock=time.monotonic, description=description)
+                   clock=time.monotonic, description=description, simulated=False, virtual_time=False)

@@ -136,7 +136,7 @@ class JetsonClocks:
 
     def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, node: DevfreqNode | None = None,
                  state_dir=None, settle_s: float = 0.2, handle_signals: bool = True):
-        self.io = io or default_io(sysfs_root)
+        self.io = io if io is not None else default_io(sysfs_root)
         self.node = node or find_gpu_devfreq(self.io)
         self.state_file = StateFile(self.io.root, self.node.rel, state_dir)
         self.settle_s = float(settle_s)
@@ -206,8 +206,8 @@ class JetsonClocks:
         On a cap (power mode, thermal) the originals are restored and
         :class:`FrequencyCappedError` names the cap and the power mode.
         """
-        level_mhz = check_level(freq_mhz, self.levels_mhz(), nearest=nearest)
-        target_hz = min(self._levels_hz, key=lambda hz: abs(hz / 1e6 - level_mhz))
+        levels_mhz = self.levels_mhz()
+        target_hz = self._levels_hz[levels_mhz.index(check_level(freq_mhz, levels_mhz, nearest=nearest))]
         self._require_writable()
         if self._originals is None:
             self._originals = self._take_originals()

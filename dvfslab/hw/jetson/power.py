@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,11 +142,12 @@ class JetsonPowerReader:
 
     ``read()`` also fills ``gpu_util_pct`` and ``gpu_freq_mhz`` when the GPU load and the
     devfreq ``cur_freq`` files are known (pass ``devfreq_rel``; :func:`open_backend` does).
+    ``clock`` stamps the samples (``time.monotonic``, the backend's clock).
     """
 
     def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, devfreq_rel: str | None = None,
-                 channels: list[RailChannel] | None = None):
-        self.io = io or default_io(sysfs_root)
+                 channels: list[RailChannel] | None = None, clock: Callable[[], float] = time.monotonic):
+        self.io = io if io is not None else default_io(sysfs_root)
         found, self.update_interval_s = discover_rails(self.io)
         self._channels = tuple(channels if channels is not None else found)
         if not self._channels:
@@ -158,6 +160,7 @@ class JetsonPowerReader:
         self._load_path = find_gpu_load_path(self.io, devfreq_rel)
         self._freq_path = self.io.path(f"{devfreq_rel}/cur_freq") if devfreq_rel else None
         self._fds = _FdCache()
+        self.clock = clock
 
     def _rail_mw(self, ch: RailChannel) -> float:
         if ch.power_path is not None:
@@ -165,8 +168,8 @@ class JetsonPowerReader:
         return self._fds.read_int(ch.volt_path) * self._fds.read_int(ch.curr_path) / 1000.0
 
     def read(self) -> PowerSample:
-        """All rails in mW, stamped with ``time.monotonic()``."""
-        t_s = time.monotonic()
+        """All rails in mW, stamped with ``clock()`` taken before the first rail is read."""
+        t_s = self.clock()
         power: dict[str, float] = {}
         for ch in self._channels:
             try:
@@ -198,7 +201,7 @@ class JetsonTelemetry:
     """:class:`~dvfslab.hw.base.Telemetry`: GPU load (JetPack 4-6) and thermal zones."""
 
     def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, devfreq_rel: str | None = None):
-        self.io = io or default_io(sysfs_root)
+        self.io = io if io is not None else default_io(sysfs_root)
         self.load_path = find_gpu_load_path(self.io, devfreq_rel)
 
     def gpu_load_pct(self) -> float | None:

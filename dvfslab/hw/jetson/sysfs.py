@@ -2,30 +2,26 @@
 
 Every path is relative to an injectable ``sysfs_root`` (``/`` on a board, a tree in
 ``tmp_path`` in tests). Reads and writes are real file operations under that root.
-:class:`dvfslab.testing.fake_sysfs.FakeKernelIO` subclasses it to add the rules the kernel
-applies to devfreq writes (``min > max`` rejected, ``max_freq`` capped by the power mode,
-``cur_freq`` following the limits), which a plain file tree cannot do on its own.
 
-Testing hook: for a root other than ``/`` that holds the marker ``.fake_kernel.json`` (written
-by ``build_board``), :func:`default_io` returns the fake kernel, so that ``dvfslab`` commands
-and sub-processes run on a fake tree see the same rules. ``DVFSLAB_FAKE_KERNEL=0`` turns this
-off (plain file I/O); nothing of it ever applies to the real root ``/``.
+Another I/O class (a subclass of :class:`SysfsIO`, e.g. a fake kernel that applies the devfreq
+write rules a plain file tree cannot) is *injected*, never looked up by this package: pass
+``io=`` to the backend, the clocks or the power reader, or name it as ``package.module:Class``
+in ``$DVFSLAB_SYSFS_IO`` (or the CLI's ``--sysfs-io``), which :func:`default_io` resolves with
+importlib. A custom class is refused for the machine's real root ``/``.
 """
 
 from __future__ import annotations
 
 import errno
 import glob
-import logging
+import importlib
 import os
 from pathlib import Path
 
 from dvfslab.hw.base import ClockPermissionError, DvfsError
 
-log = logging.getLogger(__name__)
-
-FAKE_KERNEL_ENV = "DVFSLAB_FAKE_KERNEL"
-FAKE_KERNEL_MARKER = ".fake_kernel.json"
+#: ``package.module:Class`` of the sysfs I/O class to use instead of :class:`SysfsIO`
+SYSFS_IO_ENV = "DVFSLAB_SYSFS_IO"
 
 
 class SysfsIO:
@@ -43,8 +39,8 @@ class SysfsIO:
 
     @property
     def is_real_root(self) -> bool:
-        """True when this reads the machine's own ``/sys`` (root ``/``)."""
-        return self.root == Path("/")
+        """True when this reads the machine's own ``/sys`` (root ``/``, also through a symlink)."""
+        return os.path.realpath(self.root) == os.path.sep
 
     def path(self, rel: str | os.PathLike) -> Path:
         """The absolute path of ``rel`` under the root (absolute paths pass unchanged)."""
@@ -82,18 +78,40 @@ class SysfsIO:
             os.close(fd)
 
 
-def default_io(root: str | os.PathLike = "/") -> SysfsIO:
-    """The I/O object for ``root``: real I/O, or the fake kernel for a marked fake tree."""
-    root = Path(root).absolute()
-    if root == Path("/"):
-        if os.environ.get(FAKE_KERNEL_ENV) == "1":
-            log.warning("%s=1 ignored: the sysfs root is the real '/'", FAKE_KERNEL_ENV)
-        return SysfsIO(root)
-    if os.environ.get(FAKE_KERNEL_ENV) != "0" and (root / FAKE_KERNEL_MARKER).is_file():
-        from dvfslab.testing.fake_sysfs import FakeKernelIO
+def load_io_class(target: str, source: str = SYSFS_IO_ENV) -> type[SysfsIO]:
+    """``"package.module:Class"`` -> the class, which must subclass :class:`SysfsIO`.
 
-        return FakeKernelIO(root)
-    return SysfsIO(root)
+    ``source`` names where ``target`` came from (the variable or the CLI option) in errors.
+    """
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise DvfsError(f"{source}={target!r} must look like 'package.module:ClassName'")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise DvfsError(f"{source}={target!r}: cannot load the sysfs I/O class ({err})") from None
+    if not (isinstance(cls, type) and issubclass(cls, SysfsIO)):
+        raise DvfsError(f"{source}={target!r} is not a subclass of dvfslab.hw.jetson.sysfs.SysfsIO")
+    return cls
+
+
+def default_io(root: str | os.PathLike = "/", io_class: str | None = None) -> SysfsIO:
+    """The I/O object for ``root``: :class:`SysfsIO`, or the class named by ``io_class``.
+
+    ``io_class`` (the CLI's ``--sysfs-io``) defaults to ``$DVFSLAB_SYSFS_IO``; unset or empty
+    means plain :class:`SysfsIO`. A custom class is refused when ``root`` is the real ``/``.
+    """
+    source = "--sysfs-io" if io_class else SYSFS_IO_ENV
+    target = io_class or os.environ.get(SYSFS_IO_ENV, "").strip()
+    plain = SysfsIO(root)
+    if not target:
+        return plain
+    if plain.is_real_root:
+        raise DvfsError(
+            f"{source}={target} refused: the sysfs root is the real '/', and a custom sysfs I/O "
+            f"class is only for test trees; unset {source} or pass --sysfs-root DIR"
+        )
+    return load_io_class(target, source)(root)
 
 
 def udev_rule_example(node_name: str) -> str:
