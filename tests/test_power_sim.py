@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from dvfslab.measure.sampler import PowerSampler
-from dvfslab.sim.board import open_backend
+from dvfslab.sim.backend import open_backend
 from dvfslab.sim.model import SimWorkload
 
 

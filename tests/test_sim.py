@@ -17,15 +17,18 @@ from dvfslab.hw.base import (
     Telemetry,
     UnsupportedFrequencyError,
 )
-from dvfslab.sim.board import PodGovernor, SimBoard, SimWorkload, open_backend
+from dvfslab.sim.backend import open_backend
+from dvfslab.sim.board import SimBoard
 from dvfslab.sim.generate import SimulationPlan
 from dvfslab.sim.model import (
     AGX_ORIN_64GB,
     AGX_XAVIER,
+    SimWorkload,
     step_table,
     stress_test_gpu_rail_w,
     voltage_v,
 )
+from dvfslab.sim.podgov import PodGovernor
 
 ORIN = AGX_ORIN_64GB
 LEVELS = np.array(ORIN.levels_mhz)

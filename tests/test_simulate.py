@@ -11,7 +11,7 @@ from dvfslab.cli import main
 from dvfslab.data.catalog import MODELS
 from dvfslab.data.contract import load_dataset
 from dvfslab.hw.base import DvfsError, format_mhz
-from dvfslab.sim.board import SimBoard, SimWorkload
+from dvfslab.sim.board import SimBoard
 from dvfslab.sim.generate import (
     QUICK_MODELS,
     make_plan,
@@ -19,6 +19,7 @@ from dvfslab.sim.generate import (
     simulate_dataset,
     twin_findings,
 )
+from dvfslab.sim.model import SimWorkload
 
 FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
 

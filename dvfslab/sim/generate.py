@@ -48,7 +48,8 @@ from dvfslab.data.catalog import (
 )
 from dvfslab.data.contract import RUN_COLUMNS, Dataset, write_dataset
 from dvfslab.hw.base import DvfsError, format_mhz, snap_mhz
-from dvfslab.sim.board import SimBoard, open_backend
+from dvfslab.sim.backend import open_backend
+from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import get_profile
 
 TWIN_VERSION = 2  # 2: generated through the sweep, energy read by the PowerSampler
