@@ -17,7 +17,8 @@ from __future__ import annotations
 from dvfslab.sim.backend import SimBackend, open_backend
 from dvfslab.sim.board import SimBoard, TickStates, TrainResult
 from dvfslab.sim.executor import SimExecutor
-from dvfslab.sim.generate import SimulationPlan, make_plan, simulate_dataset, twin_findings
+from dvfslab.sim.findings import twin_findings
+from dvfslab.sim.generate import SimulationPlan, make_plan, simulate_dataset
 from dvfslab.sim.model import PROFILES, BoardProfile, SimWorkload, get_profile
 
 __all__ = [
