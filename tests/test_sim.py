@@ -217,6 +217,7 @@ def test_same_seed_same_numbers_and_batches_shared_across_levels():
 def test_backend_implements_the_protocols_on_a_virtual_clock():
     backend = get_backend("sim", seed=3, sysfs_root="/ignored")
     assert backend.name == "sim" and backend.description["simulated"] is True
+    assert backend.simulated is True and backend.virtual_time is True  # typed, for the sweep and the lab
     assert isinstance(backend.clocks, ClockControl)
     assert isinstance(backend.power, PowerReader)
     assert isinstance(backend.telemetry, Telemetry)
