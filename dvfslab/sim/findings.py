@@ -40,6 +40,17 @@ def paper_tree_levels(workloads: pd.DataFrame, maxn_util_pct: pd.Series, levels:
                       for w, r in workloads.iterrows()], index=workloads.index, dtype=float)
 
 
+def _at(frame: pd.DataFrame, choice: pd.Series) -> pd.Series:
+    """``frame[w, choice[w]]`` for every workload ``w`` of ``choice``."""
+    return pd.Series([frame.at[w, f] for w, f in choice.items()], index=choice.index)
+
+
+def _stats(s: pd.Series, mask: pd.Series) -> dict:
+    s = s[mask]
+    return {"mean": float(s.mean()), "max": float(s.max()), "argmax": str(s.idxmax()), "min": float(s.min()),
+            "argmin": str(s.idxmin()), "n": int(s.size)}
+
+
 def twin_findings(ds: Dataset) -> dict:
     """What a dataset says about the paper's findings, by docs/method.md's definitions.
 
@@ -54,21 +65,13 @@ def twin_findings(ds: Dataset) -> dict:
     levels = [float(f) for f in E.columns]
     opt = E.idxmin(axis=1).astype(float)
 
-    def at(frame: pd.DataFrame, choice: pd.Series) -> pd.Series:
-        return pd.Series([frame.at[w, f] for w, f in choice.items()], index=choice.index)
-
     ev, ch = wl["split"] == "evaluation", wl["split"] == "characterization"
     big = wl["params_m"] > 70
     ffg = float((E[ch].div(base["energy_j"][ch], axis=0)).mean().idxmin())
     tree = paper_tree_levels(wl, base["gpu_util_pct"], levels)
     choices = {"oracle": opt, "paper_tree": tree, "ffg": pd.Series(ffg, index=wl.index)}
-    savings = {k: 100 * (1 - at(E, c) / base["energy_j"]) for k, c in choices.items()}
-    slowdowns = {k: 100 * (at(T, c) / base["time_s"] - 1) for k, c in choices.items()}
-
-    def stats(s: pd.Series, mask: pd.Series) -> dict:
-        s = s[mask]
-        return {"mean": float(s.mean()), "max": float(s.max()), "argmax": str(s.idxmax()), "min": float(s.min()),
-                "argmin": str(s.idxmin()), "n": int(s.size)}
+    savings = {k: 100 * (1 - _at(E, c) / base["energy_j"]) for k, c in choices.items()}
+    slowdowns = {k: 100 * (_at(T, c) / base["time_s"] - 1) for k, c in choices.items()}
 
     return {
         "n_workloads": int(len(wl)),
@@ -83,7 +86,7 @@ def twin_findings(ds: Dataset) -> dict:
         "maxn_freq_note": "MAXN = emulated nvhost_podgov",
         "paper_util_split_pct": paper_util_split_pct(),
         "ffg_mhz": ffg,
-        "saving_pct": {k: {"all": stats(s, ev), "gt70m": stats(s, ev & big), "le70m": stats(s, ev & ~big)}
+        "saving_pct": {k: {"all": _stats(s, ev), "gt70m": _stats(s, ev & big), "le70m": _stats(s, ev & ~big)}
                        for k, s in savings.items()},
         "slowdown_pct": {k: float(s[ev].mean()) for k, s in slowdowns.items()},
     }
