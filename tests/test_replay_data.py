@@ -10,7 +10,8 @@ import pytest
 
 from dvfslab.cli import main
 from dvfslab.data.contract import load_dataset
-from dvfslab.sim.generate import SimulationPlan, findings_markdown, simulate_dataset, twin_findings
+from dvfslab.sim.findings import findings_markdown, twin_findings
+from dvfslab.sim.generate import SimulationPlan, simulate_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "data" / "replay"

@@ -17,15 +17,19 @@ from dvfslab.hw.base import (
     Telemetry,
     UnsupportedFrequencyError,
 )
-from dvfslab.sim.board import PodGovernor, SimBoard, SimWorkload, open_backend
+from dvfslab.sim.backend import open_backend
+from dvfslab.sim.board import SimBoard
 from dvfslab.sim.generate import SimulationPlan
 from dvfslab.sim.model import (
     AGX_ORIN_64GB,
     AGX_XAVIER,
+    PowerMode,
+    SimWorkload,
     step_table,
     stress_test_gpu_rail_w,
     voltage_v,
 )
+from dvfslab.sim.podgov import PodGovernor
 
 ORIN = AGX_ORIN_64GB
 LEVELS = np.array(ORIN.levels_mhz)
@@ -213,6 +217,7 @@ def test_same_seed_same_numbers_and_batches_shared_across_levels():
 def test_backend_implements_the_protocols_on_a_virtual_clock():
     backend = get_backend("sim", seed=3, sysfs_root="/ignored")
     assert backend.name == "sim" and backend.description["simulated"] is True
+    assert backend.simulated is True and backend.virtual_time is True  # typed, for the sweep and the lab
     assert isinstance(backend.clocks, ClockControl)
     assert isinstance(backend.power, PowerReader)
     assert isinstance(backend.telemetry, Telemetry)
@@ -265,3 +270,101 @@ def test_noise_comes_only_from_the_stated_sigmas_and_the_first_step_warms_up():
     warm, cold = (step_table(quiet, wl, seq, [306], first_step=f).time_s[:, 0] for f in (True, False))
     assert warm[0] - cold[0] == pytest.approx(quiet.first_step_extra_s)
     np.testing.assert_array_equal(warm[1:], cold[1:])
+
+
+# -- closed forms, computed by hand from the model as docs/calibration.md states it ----------------
+
+# A board whose every term is easy to follow by hand: constant voltage, no size efficiency loss,
+# no kernel floor, no launch cost, no noise; 1 TFLOP/s at 1000 MHz, DRAM at 20.672 GB/s above 500 MHz.
+TOY = dataclasses.replace(
+    ORIN, name="toy", levels_mhz=(500.0, 1000.0), power_modes=(PowerMode(0, "MAXN", 1000.0, 1.0, 2201.6),),
+    gemm_flops_at_fmax=1e12, gemm_half_dim=0.0, gemm_half_rows=0.0, dram_bw_gbs=20.672, bw_sat_mhz=500.0,
+    kernel_min_us_at_fmax=0.0, cpu_launch_us=0.0, cpu_step_serial_ms=10.0, cpu_per_tensor_us=0.0,
+    first_step_extra_s=0.5, v_max=1.0, v_min=1.0, soc_idle_w=3.0, gpu_leak_w_at_vmax=2.0,
+    gpu_dyn_w_at_fmax=30.0, activity_matmul=1.0, activity_memory=1.0, activity_kernel_overhead=1.0,
+    activity_idle=0.0, soc_pj_per_byte=0.0, dram_pj_per_byte=0.0, cpu_idle_w=1.0, cpu_core_w_at_max=1.0,
+    cpu_busy_cores_training=1.0, sigma_run_cpu=0.0, sigma_run_gpu=0.0, sigma_run_power=0.0,
+    sigma_step_cpu=0.0, sensor_sigma=0.0)
+# one layer, width 64, one head, no FFN, 5e8 matmul parameters; batch 1 padded to exactly 2 tokens
+TINY = SimWorkload("toy/tiny", n_layers=1, hidden_size=64, n_heads=1, ffn_size=0, params_total=0.0,
+                   matmul_params=5e8, param_tensors=0, avg_seq_len=2.0, max_seq_len=2, batch_size=1)
+# per step, by hand: matmuls 6·5e8·2 FLOP = 6 ms at 1000 MHz; attention 12·1·2·2·64 FLOP = 3.072 ns;
+# bytes (40·64 + 12·1·2)·4·1·2 = 20672 B at 20.672 GB/s = 1 µs (both levels are >= bw_sat_mhz)
+T_GPU_S = {1000.0: 6e-3 + 3.072e-9 + 1e-6, 500.0: 12e-3 + 6.144e-9 + 1e-6}
+T_SERIAL_S = 0.010
+
+
+@pytest.mark.parametrize("freq_mhz", [1000.0, 500.0])
+@pytest.mark.parametrize("ticked", [False, True], ids=["closed-form-path", "event-loop-path"])
+def test_energy_of_a_fixed_level_run_is_the_integral_of_the_stated_power(freq_mhz, ticked):
+    """T = t_serial + t_gpu (no launch cost); util = t_gpu/T, activity = util, so per step
+    E = (P_soc + P_leak + P_cpu)·T + P_dyn·(f/f_max)·t_gpu with 3 + 2 + 2 W static and 30 W dynamic."""
+    board = SimBoard(TOY, seed=0)
+    board.lock(freq_mhz)
+    kw = {"on_tick": lambda _t: None, "tick_s": 0.003} if ticked else {}
+    n, t_gpu = 4, T_GPU_S[freq_mhz]
+    res = board.train(TINY, n, run_key="k", **kw)
+    time_s = n * (T_SERIAL_S + t_gpu) + 0.5  # + the first step's warm-up
+    assert res.time_s == pytest.approx(time_s, rel=1e-12)
+    assert res.energy_cpu_j == pytest.approx(2.0 * time_s, rel=1e-12)
+    assert res.energy_gpu_j == pytest.approx(5.0 * time_s + n * 30.0 * (freq_mhz / 1000.0) * t_gpu, rel=1e-12)
+    assert res.gpu_util_pct == pytest.approx(100.0 * n * t_gpu / time_s, rel=1e-12)
+    assert board.now() == pytest.approx(time_s, rel=1e-12)
+
+
+def test_step_time_follows_serial_plus_compute_over_clock_plus_memory():
+    """Halving the clock doubles the compute part only: T(500) − T(1000) = 6 ms + 3.072 ns
+    (t_serial and the memory time, both levels at or above bw_sat_mhz, stay)."""
+    board = SimBoard(TOY)
+    times = {}
+    for f in (1000.0, 500.0):
+        board.lock(f)
+        times[f] = board.train(TINY, 3, run_key="law").step_time_s[1:]  # past the warm-up step
+    np.testing.assert_allclose(times[500.0] - times[1000.0], 6e-3 + 3.072e-9, rtol=1e-9)
+    np.testing.assert_allclose(times[1000.0], T_SERIAL_S + T_GPU_S[1000.0], rtol=1e-12)
+
+
+def test_idle_power_is_the_formula_by_hand_cold_or_hot():
+    """Idle GPU rail = 3 W + 2 W·(V/V_max)³ + 35 W·(V/V_max)²·(f/1300.5)·0.05 and CPU rail 1 W,
+    with V = max(0.60, 1.0 − 4.128e-4·(1300.5 − f)) (docs/calibration.md's Orin values); the
+    temperature does not feed back on power."""
+    board = SimBoard(seed=0)  # governed and idle: the governor's lowest level, 306 MHz
+    v306 = 0.60  # 1 - 4.128e-4 * 994.5 = 0.589 is under the floor
+    assert board.freq_mhz == 306.0
+    gpu_306 = 3.0 + 2.0 * v306**3 + 35.0 * v306**2 * (306.0 / 1300.5) * 0.05  # 3.580235 W
+    assert board.power_w()["VDD_GPU_SOC"] == pytest.approx(gpu_306, rel=1e-12)
+    assert board.power_w()["VDD_CPU_CV"] == 1.0
+    board.lock(612)
+    v612 = 1.0 - 4.128e-4 * 688.5  # 0.7157872 V
+    gpu_612 = 3.0 + 2.0 * v612**3 + 35.0 * v612**2 * (612.0 / 1300.5) * 0.05
+    assert board.power_w()["VDD_GPU_SOC"] == pytest.approx(gpu_612, rel=1e-12)
+    board.train(SimWorkload.from_catalog("pythia-1b", "qnli"), 40, run_key="heat")
+    assert board.temperature_c() > 40.0
+    assert board.power_w()["VDD_GPU_SOC"] == pytest.approx(gpu_612, rel=1e-12)  # hot, same idle power
+
+
+def test_temperature_relaxes_exponentially_to_ambient_plus_r_times_power():
+    """First-order RC: from 25 °C at constant idle power P, after one time constant (60 s)
+    T = 25 + 1.2 °C/W·P·(1 − 1/e); after another 120 s, T∞ + (T − T∞)·e⁻²."""
+    board = SimBoard(seed=0)
+    p_w = 3.0 + 2.0 * 0.6**3 + 35.0 * 0.6**2 * (306.0 / 1300.5) * 0.05 + 1.0
+    t_inf = 25.0 + 1.2 * p_w
+    board.idle(60.0)
+    t1 = 25.0 + 1.2 * p_w * (1.0 - np.exp(-1.0))
+    assert board.temperature_c() == pytest.approx(t1, rel=1e-12)
+    board.idle(120.0, on_tick=lambda _t: None, tick_s=0.7)  # ticks split the interval: same result
+    assert board.temperature_c() == pytest.approx(t_inf + (t1 - t_inf) * np.exp(-2.0), rel=1e-12)
+    assert board.now() == 180.0
+
+
+def test_podgov_one_poll_by_hand():
+    """nvhost_podgov's arithmetic on two polls, worked through by hand (cap 1300.5, smooth 10)."""
+    gov = PodGovernor(ORIN.levels_mhz, 1300.5)
+    # load 1.0 > 90 %: undamped boost of cap/3 = 433.5 -> 306 + 433.5 = 739.5, rounded up to 816
+    assert gov.decide(1.0, 306.0) == 816.0
+    gov.idle_avg, gov.freq_avg = 0.2, 816.0
+    # idle_avg stays 0.2; boost 0.8·816·(0.8 − 0.7)/0.7 = 93.257 -> request 909.257;
+    # freq_avg (10·816 + 909.257)/11 = 824.478; damped (7·909.257 + 3·824.478)/10 = 883.82 -> 918
+    assert gov.decide(0.8, 816.0) == 918.0
+    assert gov.idle_avg == pytest.approx(0.2)
+    assert gov.freq_avg == pytest.approx((10 * 816.0 + 816.0 + 0.8 * 816.0 * 0.1 / 0.7) / 11)

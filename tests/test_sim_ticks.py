@@ -10,7 +10,8 @@ import pytest
 from dvfslab.hw.base import DvfsError
 from dvfslab.measure.energy import integrate_intervals, integrate_window
 from dvfslab.measure.sampler import PowerSampler
-from dvfslab.sim.board import SimWorkload, open_backend
+from dvfslab.sim.backend import open_backend
+from dvfslab.sim.model import SimWorkload
 
 
 def _session(lock: float | None, bulk: bool):

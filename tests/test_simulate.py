@@ -11,14 +11,10 @@ from dvfslab.cli import main
 from dvfslab.data.catalog import MODELS
 from dvfslab.data.contract import load_dataset
 from dvfslab.hw.base import DvfsError, format_mhz
-from dvfslab.sim.board import SimBoard, SimWorkload
-from dvfslab.sim.generate import (
-    QUICK_MODELS,
-    make_plan,
-    paper_tree_mhz,
-    simulate_dataset,
-    twin_findings,
-)
+from dvfslab.sim.board import SimBoard
+from dvfslab.sim.findings import twin_findings
+from dvfslab.sim.generate import QUICK_MODELS, make_plan, simulate_dataset
+from dvfslab.sim.model import SimWorkload
 
 FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
 
@@ -109,10 +105,33 @@ def test_plans():
         make_plan(board="agx-thor")
 
 
-def test_paper_tree_reading():
-    assert paper_tree_mhz(4, 20.0, 50.0) == 510 and paper_tree_mhz(6, 40.0, 50.0) == 612
-    assert paper_tree_mhz(12, 53.0, 90.0) == 714 and paper_tree_mhz(24, 70.0, 90.0) == 816
-    assert paper_tree_mhz(24, 70.0, 22.0) == 1020
+def _printed_tree_mhz(n_layers: float, avg_seq_len: float) -> float:
+    """The tree as the paper prints it, for a workload busier than its 22 % utilization split."""
+    if n_layers <= 7:
+        return 510.0 if avg_seq_len <= 32.5 else 612.0
+    return 714.0 if avg_seq_len <= 53.0 else 816.0
+
+
+# nearest Xavier level to each of the tree's Orin levels, by hand (e.g. 714: 675.75 is 38.25 away, 828.75 is 114.75)
+NEAREST_XAVIER_MHZ = {510.0: 522.75, 612.0: 624.75, 714.0: 675.75, 816.0: 828.75}
+
+
+def test_findings_apply_the_papers_printed_tree(xavier_quick):
+    _, ds = xavier_quick
+    f = twin_findings(ds)
+    assert f["paper_util_split_pct"] == 22.0 and f["maxn_util_pct"][0] > 22.0  # the util split never fires
+    runs, wl = ds.ok_runs(), ds.workloads.set_index("workload_id")
+    savings = {}
+    for wid, row in wl[wl["split"] == "evaluation"].iterrows():
+        level = NEAREST_XAVIER_MHZ[_printed_tree_mhz(row["n_layers"], row["avg_seq_len"])]
+        mine = runs[runs["workload_id"] == wid]
+        e_level = mine[(mine["policy"] == "fixed") & (mine["gpu_freq_mhz"] == level)]["energy_j"].mean()
+        savings[wid] = 100 * (1 - e_level / mine[mine["policy"] == "maxn"]["energy_j"].mean())
+    assert len(set(NEAREST_XAVIER_MHZ) & {_printed_tree_mhz(r.n_layers, r.avg_seq_len) for r in wl.itertuples()}) > 1
+    got = f["saving_pct"]["paper_tree"]["all"]
+    assert got["n"] == len(savings)
+    assert got["mean"] == pytest.approx(np.mean(list(savings.values())))
+    assert got["max"] == pytest.approx(max(savings.values())) and savings[got["argmax"]] == pytest.approx(got["max"])
 
 
 def test_findings_follow_the_definitions(xavier_quick):

@@ -45,7 +45,7 @@ __all__ = [
 BACKENDS = {
     "jetson": "dvfslab.hw.jetson.backend",
     "nvml": "dvfslab.hw.nvml",
-    "sim": "dvfslab.sim.board",
+    "sim": "dvfslab.sim.backend",
     "jtop": "dvfslab.hw.jtop",
 }
 AUTO_ORDER = ("jetson", "nvml")

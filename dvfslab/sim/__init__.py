@@ -1,0 +1,28 @@
+"""The digital twin of the Jetson: a simulated board on a virtual clock. Everything it yields is
+simulated, not measured.
+
+* :mod:`dvfslab.sim.model` — physics: board profiles, step time, rail power (pure functions);
+* :mod:`dvfslab.sim.board` — :class:`SimBoard`, which steps a profile through training and idle
+  on a :class:`~dvfslab.sim.clock.VirtualClock` with a :class:`~dvfslab.sim.thermal.ThermalModel`
+  and the emulated ``nvhost_podgov`` (:mod:`dvfslab.sim.podgov`);
+* :mod:`dvfslab.sim.backend` — :func:`open_backend`: the board behind the :mod:`dvfslab.hw.base`
+  protocols (``get_backend("sim")``);
+* :mod:`dvfslab.sim.executor` — :class:`SimExecutor`, the twin as a sweep executor;
+* :mod:`dvfslab.sim.generate` — :func:`simulate_dataset` (``dvfslab simulate``) and the twin's
+  findings next to the paper's. Parameters and checks: docs/calibration.md.
+"""
+
+from __future__ import annotations
+
+from dvfslab.sim.backend import SimBackend, open_backend
+from dvfslab.sim.board import SimBoard, TickStates, TrainResult
+from dvfslab.sim.executor import SimExecutor
+from dvfslab.sim.findings import twin_findings
+from dvfslab.sim.generate import SimulationPlan, make_plan, simulate_dataset
+from dvfslab.sim.model import PROFILES, BoardProfile, SimWorkload, get_profile
+
+__all__ = [
+    "PROFILES", "BoardProfile", "SimBackend", "SimBoard", "SimExecutor", "SimWorkload",
+    "SimulationPlan", "TickStates", "TrainResult", "get_profile", "make_plan", "open_backend",
+    "simulate_dataset", "twin_findings",
+]

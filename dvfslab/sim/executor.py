@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.sim.model import SimWorkload
 from dvfslab.sweep.executors import BaseExecutor, measurement_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +23,7 @@ class SimExecutor(BaseExecutor):
     the twin's virtual clock, and the rails are read at every ``tick_s`` of it into the sweep's
     :class:`~dvfslab.measure.sampler.PowerSampler`, so energy is measured the way it is on hardware
     (trapezoid windows with interpolated edges). The readings of a whole ``train``/``idle``
-    call are taken in one go (:meth:`~dvfslab.sim.board.SimPowerReader.read_ticks` into
+    call are taken in one go (:meth:`~dvfslab.sim.backend.SimPowerReader.read_ticks` into
     :meth:`~dvfslab.measure.sampler.PowerSampler.extend`): the same samples, noise included, as a call
     per tick, without the Python cost. The twin's own exact integrals go to the run record
     (``extras["twin"]``). A run's noise depends only on the board seed, the workload and
@@ -40,8 +41,6 @@ class SimExecutor(BaseExecutor):
 
     def __init__(self, tick_s: float = 0.05, batch_size: int | None = None, max_seq_len: int | None = None,
                  step_rows: int = 0, workloads: Sequence[Mapping] | None = None):
-        from dvfslab.sim.board import SimWorkload
-
         self.tick_s = float(tick_s)
         self.batch_size = batch_size
         self.max_seq_len = max_seq_len
@@ -71,7 +70,6 @@ class SimExecutor(BaseExecutor):
     def workload(self, workload_id: str):
         """The twin's view of a catalog workload (cached)."""
         if workload_id not in self._workloads:
-            from dvfslab.sim.board import SimWorkload
             from dvfslab.sweep.runner import workload_table
 
             row = workload_table([workload_id]).iloc[0].to_dict()

@@ -1,0 +1,119 @@
+"""The simulated board as a backend: the :mod:`dvfslab.hw.base` protocols over a :class:`SimBoard`.
+
+``open_backend(board="agx-orin-64gb", seed=0)`` (the ``"sim"`` entry of
+:func:`dvfslab.hw.get_backend`) returns a :class:`SimBackend` whose ``clocks``, ``power`` and
+``telemetry`` implement the protocols, whose ``clock`` is the board's virtual time and which
+says ``simulated=True, virtual_time=True``. Every reading is simulated, not measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dvfslab.hw.base import Backend, ClockState, PowerSample
+from dvfslab.sim.board import SimBoard, TickStates
+
+__all__ = ["SimBackend", "SimClocks", "SimPowerReader", "SimTelemetry", "open_backend"]
+
+
+class SimClocks:
+    """:class:`~dvfslab.hw.base.ClockControl` of a :class:`SimBoard`."""
+
+    def __init__(self, board: SimBoard):
+        self.board = board
+
+    def levels_mhz(self) -> list[float]:
+        return list(self.board.profile.levels_mhz)
+
+    def state(self) -> ClockState:
+        b = self.board
+        lo = b.locked_mhz if b.locked_mhz is not None else b.governor.fmin
+        hi = b.locked_mhz if b.locked_mhz is not None else b.governor.cap
+        return ClockState(b.freq_mhz, lo, hi, "nvhost_podgov", tuple(self.levels_mhz()))
+
+    def lock(self, freq_mhz: float) -> ClockState:
+        self.board.lock(freq_mhz)
+        return self.state()
+
+    def reset(self) -> None:
+        self.board.unlock()
+
+
+class SimPowerReader:
+    """:class:`~dvfslab.hw.base.PowerReader` of a :class:`SimBoard` (INA3221-like rails).
+
+    Readings carry seeded sensor noise (the board's ``sensor_rng``) and are rounded to whole
+    mW, like the hwmon files.
+    """
+
+    update_interval_s: float | None = None
+
+    def __init__(self, board: SimBoard):
+        self.board = board
+        self.rails = board.profile.rails
+        self.total_rails = board.profile.total_rails
+
+    def read_ticks(self, ticks: TickStates) -> dict:
+        """Readings at every tick of ``ticks`` at once, with the same noise model and rounding
+        as :meth:`read`: keyword arguments for :meth:`~dvfslab.measure.sampler.PowerSampler.extend`."""
+        b, n = self.board, ticks.t_s.size
+        p = b.profile
+        watts = {r: np.full(n, w) for r, w in p.other_rails_w.items()}
+        watts[p.gpu_rail], watts[p.cpu_rail] = ticks.gpu_w, ticks.cpu_w
+        if p.dram_rail is not None:
+            watts[p.dram_rail] = watts[p.dram_rail] + ticks.dram_w
+        noise = b.sensor_rng.normal(0.0, p.sensor_sigma, size=(n, len(self.rails)))
+        rails_mw = {r: np.round(watts[r] * 1000.0 * (1.0 + noise[:, j])) for j, r in enumerate(self.rails)}
+        return {"t_s": ticks.t_s, "rails_mw": rails_mw, "gpu_util_pct": 100.0 * ticks.util,
+                "gpu_freq_mhz": ticks.freq_mhz}
+
+    def read(self) -> PowerSample:
+        b = self.board
+        sigma = b.profile.sensor_sigma
+        noise = b.sensor_rng.normal(0.0, sigma, size=len(self.rails))
+        watts = b.power_w()
+        power_mw = {r: float(round(watts[r] * 1000.0 * (1.0 + e))) for r, e in zip(self.rails, noise, strict=True)}
+        return PowerSample(b.now(), power_mw, gpu_util_pct=100.0 * b.gpu_util(), gpu_freq_mhz=b.freq_mhz)
+
+
+class SimTelemetry:
+    """:class:`~dvfslab.hw.base.Telemetry` of a :class:`SimBoard`."""
+
+    def __init__(self, board: SimBoard):
+        self.board = board
+
+    def gpu_load_pct(self) -> float | None:
+        return round(100.0 * self.board.gpu_util(), 1)
+
+    def temperatures_c(self) -> dict[str, float]:
+        t, amb = self.board.temperature_c(), self.board.profile.ambient_c
+        return {"gpu-thermal": round(t, 2), "cpu-thermal": round(amb + 0.8 * (t - amb), 2),
+                "tj-thermal": round(t + 1.0, 2)}
+
+
+@dataclass
+class SimBackend(Backend):
+    """A :class:`Backend` that also exposes the :class:`SimBoard` it drives."""
+
+    board: SimBoard | None = None
+
+
+def open_backend(board: str = "agx-orin-64gb", seed: int = 0, *, power_mode: int | str = 0,
+                 **_ignored) -> SimBackend:
+    """Open the simulated board ``board`` (see :data:`dvfslab.sim.model.PROFILES`) with noise seed ``seed``.
+
+    Keyword arguments meant for hardware backends (``sysfs_root`` …) are ignored.
+    """
+    b = SimBoard(board, seed, power_mode=power_mode)
+    p = b.profile
+    description = {
+        "board": p.display_name, "profile": p.name, "gpu": p.gpu, "simulated": True, "seed": b.seed,
+        "calibrated": p.calibrated, "power_mode": f"{b.mode.mode_id} ({b.mode.name})",
+        "governor": "nvhost_podgov (emulated)", "levels_mhz": list(p.levels_mhz), "rails": list(p.rails),
+        "total_rails": list(p.total_rails),
+        "note": "digital twin: every reading is simulated, not measured (see docs/calibration.md)",
+    }
+    return SimBackend(name="sim", clocks=SimClocks(b), power=SimPowerReader(b), telemetry=SimTelemetry(b),
+                      clock=b.now, description=description, board=b, simulated=True, virtual_time=True)
