@@ -22,16 +22,10 @@ import pytest
 
 from dvfslab.data.contract import WORKLOAD_COLUMNS, load_dataset
 from dvfslab.hw.base import Backend, FrequencyCappedError, PowerSample, check_level
-from dvfslab.sweep.executors import BaseExecutor, Cooldown, cool_down, gpu_temperature_c
-from dvfslab.sweep.runner import (
-    MAXN,
-    SweepError,
-    SweepPlan,
-    make_plan,
-    run_id_for,
-    run_sweep,
-    williams_rows,
-)
+from dvfslab.sweep.executors import BaseExecutor
+from dvfslab.sweep.plan import MAXN, SweepError, SweepPlan, make_plan, run_id_for, williams_rows
+from dvfslab.sweep.runner import run_sweep
+from dvfslab.sweep.session import Cooldown, cool_down, gpu_temperature_c
 from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
 
 LEVELS = [306.0, 612.0, 918.0, 1300.5]

@@ -17,12 +17,12 @@ from dvfslab.data.catalog import (
     default_split,
     get_model,
     get_task,
-    measure_avg_seq_len,
     model_config,
     workload_id,
     workload_row,
 )
 from dvfslab.data.contract import WORKLOAD_COLUMNS
+from dvfslab.data.seqlen import measure_avg_seq_len
 from dvfslab.hw.base import DvfsError
 
 

@@ -147,7 +147,7 @@ def make_executor(args):
 
 def run(args) -> int:
     from dvfslab.hw import get_backend
-    from dvfslab.sweep.executors import Cooldown
+    from dvfslab.sweep.session import Cooldown
     from dvfslab.sweep.runner import make_plan, run_sweep
 
     executor = make_executor(args)

@@ -339,7 +339,3 @@ def write_dataset(path: str | os.PathLike, meta: Mapping, workloads: pd.DataFram
     atomic_write_json(root / "meta.json", meta)
     return load_dataset(root) if check else Dataset(root, meta, workloads, runs, steps)
 
-
-def empty_runs() -> pd.DataFrame:
-    """An empty runs frame with the contract's columns."""
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in RUN_COLUMNS})
