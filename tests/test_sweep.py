@@ -25,6 +25,7 @@ from dvfslab.hw.base import Backend, FrequencyCappedError, PowerSample, check_le
 from dvfslab.sweep.executors import BaseExecutor, describe_executor, load_executor
 from dvfslab.sweep.plan import MAXN, SweepError, SweepPlan, make_plan, run_id_for, williams_rows
 from dvfslab.sweep.runner import run_sweep
+from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
 from dvfslab.sweep.session import (
     Cooldown,
     cool_down,
@@ -32,7 +33,6 @@ from dvfslab.sweep.session import (
     measure_idle_power_w,
     start_session,
 )
-from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
 
 LEVELS = [306.0, 612.0, 918.0, 1300.5]
 AMBIENT_C, BUSY_C, TAU_S = 30.0, 70.0, 20.0

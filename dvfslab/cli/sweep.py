@@ -147,8 +147,9 @@ def make_executor(args):
 
 def run(args) -> int:
     from dvfslab.hw import get_backend
+    from dvfslab.sweep.plan import make_plan
+    from dvfslab.sweep.runner import run_sweep
     from dvfslab.sweep.session import Cooldown
-    from dvfslab.sweep.runner import make_plan, run_sweep
 
     executor = make_executor(args)
     kwargs = {"jetson": {"sysfs_root": args.sysfs_root}, "sim": {"seed": args.seed}}.get(args.backend, {})
