@@ -125,8 +125,7 @@ def _catalog_group(group: str) -> list[str]:
     def ids(tasks: Sequence[str]) -> list[str]:
         return [catalog.workload_id(m, t) for m in catalog.PAPER_MODELS for t in tasks]
 
-    evaluation = getattr(catalog, "EVALUATION_WORKLOADS", None) or ids(catalog.EVALUATION_TASKS)
-    groups = {"characterization": ids(catalog.CHARACTERIZATION_TASKS), "evaluation": list(evaluation)}
+    groups = {"characterization": ids(catalog.CHARACTERIZATION_TASKS), "evaluation": ids(catalog.EVALUATION_TASKS)}
     groups["all"] = groups["characterization"] + groups["evaluation"]
     return groups[group]
 
