@@ -1,4 +1,4 @@
-"""How one sweep run executes on a board, and how the board is brought back between runs.
+"""How one sweep run executes on a board: the executor protocol and its implementations.
 
 An executor is anything with ``run(spec, backend, sampler) -> dict`` returning the measured
 columns of one ``runs.csv`` row (``time_s``, ``energy_j``, ``energy_gpu_j``, ``energy_cpu_j``,
