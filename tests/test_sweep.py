@@ -22,17 +22,17 @@ import pytest
 
 from dvfslab.data.contract import WORKLOAD_COLUMNS, load_dataset
 from dvfslab.hw.base import Backend, FrequencyCappedError, PowerSample, check_level
-from dvfslab.sweep.executors import BaseExecutor, Cooldown, cool_down, gpu_temperature_c
-from dvfslab.sweep.runner import (
-    MAXN,
-    SweepError,
-    SweepPlan,
-    make_plan,
-    run_id_for,
-    run_sweep,
-    williams_rows,
-)
+from dvfslab.sweep.executors import BaseExecutor, describe_executor, load_executor
+from dvfslab.sweep.plan import MAXN, SweepError, SweepPlan, make_plan, run_id_for, williams_rows
+from dvfslab.sweep.runner import run_sweep
 from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
+from dvfslab.sweep.session import (
+    Cooldown,
+    cool_down,
+    gpu_temperature_c,
+    measure_idle_power_w,
+    start_session,
+)
 
 LEVELS = [306.0, 612.0, 918.0, 1300.5]
 AMBIENT_C, BUSY_C, TAU_S = 30.0, 70.0, 20.0
@@ -191,7 +191,7 @@ def sweep(tmp_path, board, executor=None, plan=None, **kw):
 
 def test_plan_covers_the_grid_with_deterministic_ids():
     plan = make_plan(WORKLOADS, LEVELS, reps=3, order="shuffled", seed=7)
-    assert len(plan) == len(WORKLOADS) * (len(LEVELS) + 1) * 3
+    assert len(plan) == 30  # 2 workloads x (4 levels + MAXN) x 3 reps
     cells = {(r.workload_id, r.policy, r.freq_mhz, r.rep) for r in plan.runs}
     assert len(cells) == len(plan)
     assert sum(r.policy == MAXN for r in plan.runs) == len(WORKLOADS) * 3
@@ -211,6 +211,37 @@ def test_shuffled_is_seeded_and_sequential_is_blocked():
     seq = make_plan(WORKLOADS, LEVELS, reps=2, order="sequential").runs
     assert [r.workload_id for r in seq[:10]] == [WORKLOADS[0]] * 10
     assert [r.freq_mhz for r in seq[:10:2]] == LEVELS + [None]
+
+
+def test_sequential_and_interleaved_orders_written_out_by_hand():
+    """3 workloads x 2 levels x 2 reps (no MAXN) = 12 runs, in the order each design states."""
+    wls, levels = ["a/x", "b/y", "c/z"], [612.0, 306.0]  # levels are planned ascending
+    seq = make_plan(wls, levels, reps=2, maxn=False, order="sequential")
+    assert [r.run_id for r in seq.runs] == [
+        "a--x__f306__r0", "a--x__f306__r1", "a--x__f612__r0", "a--x__f612__r1",
+        "b--y__f306__r0", "b--y__f306__r1", "b--y__f612__r0", "b--y__f612__r1",
+        "c--z__f306__r0", "c--z__f306__r1", "c--z__f612__r0", "c--z__f612__r1"]
+    # interleaved: rep outermost; the (rep, workload) blocks take Williams rows AB, BA, AB, BA, ...
+    inter = make_plan(wls, levels, reps=2, maxn=False, order="interleaved")
+    assert [(r.workload_id, r.freq_mhz, r.rep) for r in inter.runs] == [
+        ("a/x", 306.0, 0), ("a/x", 612.0, 0), ("b/y", 612.0, 0), ("b/y", 306.0, 0),
+        ("c/z", 306.0, 0), ("c/z", 612.0, 0),
+        ("a/x", 612.0, 1), ("a/x", 306.0, 1), ("b/y", 306.0, 1), ("b/y", 612.0, 1),
+        ("c/z", 612.0, 1), ("c/z", 306.0, 1)]
+    assert all(r.policy == "fixed" and (r.steps, r.warmup_steps) == (100, 10) for r in inter.runs)
+    # with MAXN (3 conditions) the second block follows the second Williams row: 612, MAXN, 306
+    maxn = make_plan(["a/x"], levels, reps=2, order="interleaved", steps=7, warmup_steps=2)
+    assert [(r.policy, r.freq_mhz, r.rep) for r in maxn.runs] == [
+        ("fixed", 306.0, 0), ("fixed", 612.0, 0), (MAXN, None, 0),
+        ("fixed", 612.0, 1), (MAXN, None, 1), ("fixed", 306.0, 1)]
+    assert [r.level_label for r in maxn.runs[:3]] == ["306 MHz", "612 MHz", "MAXN"]
+
+
+def test_williams_rows_are_the_published_designs():
+    # Williams (1949): four treatments ABDC / BCAD / CDBA / DACB; an odd n adds the mirror rows
+    assert williams_rows(4) == [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]]
+    assert williams_rows(3) == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 0, 2]]
+    assert williams_rows(1) == [[0], [0]] and williams_rows(0) == []
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 11, 12])
@@ -399,6 +430,82 @@ def test_cooldown_by_power_without_a_temperature(tmp_path):
     board.busy = True  # never settles: the timeout ends it
     got = cool_down(backend, ex, sampler, Cooldown(poll_s=2.0, timeout_s=6.0), idle_w)
     assert got["timed_out"] and got["waited_s"] == pytest.approx(6.0)
+
+
+def test_idle_power_is_measured_in_board_time_and_leaves_the_sampler_as_it_was():
+    from dvfslab.measure.sampler import PowerSampler
+
+    board = FakeBoard()
+    backend = fake_backend(board)
+    sampler = PowerSampler(backend.power, clock=backend.clock, threaded=False).start()
+    idle_w = measure_idle_power_w(backend, VirtualExecutor(board), sampler, 5.0)
+    assert idle_w == pytest.approx((IDLE_GPU_MW + IDLE_CPU_MW) / 1000.0)  # 2 W GPU + 1 W CPU
+    assert board.t == pytest.approx(5.0)  # exactly the idle window, on the virtual clock
+    assert sampler.idle_power_w is None and sampler.idle_measurement is None
+    with sampler.window("run") as w:  # a later window: total energy, nothing taken off for idle
+        board.advance(2.0, sampler)
+    assert w.measurement.energy_j == pytest.approx(3.0 * 2.0)
+    assert w.measurement.energy_above_idle_j is None
+    assert measure_idle_power_w(backend, VirtualExecutor(board), None, 5.0) is None
+    assert measure_idle_power_w(backend, VirtualExecutor(board), sampler, 0.0) is None
+
+
+def test_session_start_repairs_clocks_cools_and_measures_idle():
+    board = FakeBoard()
+    board.locked, board.temp_c = 918.0, 70.0  # pinned and hot, as a killed sweep leaves it
+    session: dict = {}
+    idle_w = start_session(fake_backend(board), VirtualExecutor(board), FAST, session)
+    assert board.locked is None and board.reset_calls == 1
+    # T(t) = 30 + 40 exp(-t/20) < 40 after 20 ln 4 = 27.7 s, polled every 2 s: 28 s
+    assert session["initial_cooldown"]["waited_s"] == pytest.approx(28.0)
+    assert board.t == pytest.approx(28.0 + FAST.idle_measure_s)
+    assert idle_w == session["idle_power_w"] == pytest.approx(3.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Executors
+# --------------------------------------------------------------------------------------------
+
+
+def test_load_executor_builds_the_named_class_and_names_the_fix():
+    from dvfslab.hw.base import DvfsError
+    from dvfslab.testing.executors import SleepExecutor
+
+    ex = load_executor("dvfslab.testing.executors:SleepExecutor", {"seconds": 0.5, "fail": "f306"})
+    assert isinstance(ex, SleepExecutor) and (ex.seconds, ex.warmup_s, ex.fail) == (0.5, 0.0, "f306")
+    assert describe_executor(ex) == {"class": "dvfslab.testing.executors:SleepExecutor", "seconds": 0.5,
+                                     "warmup_s": 0.0, "fail": "f306"}
+    with pytest.raises(DvfsError, match="must look like 'package.module:ClassName'"):
+        load_executor("dvfslab.testing.executors.SleepExecutor")
+    with pytest.raises(DvfsError, match="cannot load executor"):
+        load_executor("dvfslab.testing.executors:NoSuchExecutor")
+    with pytest.raises(DvfsError, match="rejected its options"):
+        load_executor("dvfslab.testing.executors:SleepExecutor", {"speed": 3})
+
+
+def test_sleep_executor_on_the_virtual_clock_measures_its_window():
+    """The test executor waits the board's way: on a virtual clock, exactly its seconds."""
+    from dvfslab.measure.sampler import PowerSampler
+    from dvfslab.testing.executors import SleepExecutor
+
+    board = FakeBoard()
+
+    class VirtualSleep(SleepExecutor):
+        threaded_sampler = False
+
+        def wait(self, backend, sampler, seconds):
+            board.advance(seconds, sampler, dt=0.25)
+
+    backend = Backend("fake", power=FakePower(board), clock=lambda: board.t)  # rails only, no clocks
+    sampler = PowerSampler(backend.power, clock=backend.clock, threaded=False).start()
+    spec = make_plan(["a/x"], [612.0], maxn=False, steps=4).runs[0]
+    row = VirtualSleep(seconds=3.0, warmup_s=1.0).run(spec, backend, sampler)
+    assert board.t == pytest.approx(4.0)
+    assert (row["time_s"], row["steps"]) == (pytest.approx(3.0), 4)
+    assert row["energy_j"] == pytest.approx(3.0 * 3.0) and row["energy_gpu_j"] == pytest.approx(2.0 * 3.0)
+    assert row["energy_cpu_j"] == pytest.approx(1.0 * 3.0)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        VirtualSleep(seconds=1.0, fail="f612").run(spec, backend, sampler)
 
 
 # --------------------------------------------------------------------------------------------

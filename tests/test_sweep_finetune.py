@@ -10,8 +10,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
-from dvfslab.sweep.executors import Cooldown, FinetuneExecutor  # noqa: E402
-from dvfslab.sweep.runner import make_plan, run_sweep  # noqa: E402
+from dvfslab.sweep import Cooldown, FinetuneExecutor, make_plan, run_sweep  # noqa: E402
 
 TINY_BERT = dict(model_type="bert", vocab_size=400, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=64, max_position_embeddings=64)

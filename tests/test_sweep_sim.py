@@ -14,7 +14,7 @@ from dvfslab.data.contract import load_dataset
 from dvfslab.hw import get_backend
 from dvfslab.sim.board import SimBoard, SimWorkload
 from dvfslab.sim.executor import SimExecutor
-from dvfslab.sweep.runner import make_plan, run_sweep
+from dvfslab.sweep import make_plan, run_sweep
 
 
 @pytest.fixture

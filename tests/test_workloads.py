@@ -17,12 +17,14 @@ from dvfslab.data.catalog import (
     default_split,
     get_model,
     get_task,
-    measure_avg_seq_len,
+    merge_workloads,
     model_config,
     workload_id,
     workload_row,
+    workload_table,
 )
 from dvfslab.data.contract import WORKLOAD_COLUMNS
+from dvfslab.data.seqlen import measure_avg_seq_len
 from dvfslab.hw.base import DvfsError
 
 
@@ -104,6 +106,34 @@ def test_workload_row_follows_the_dataset_contract():
     assert workload_row("bert-base", "rte", max_seq_len=64)["avg_seq_len"] == 64
     assert default_split("qqp") == "evaluation"
     assert workload_row("bert-base", "sst2", avg_seq_len=21.04)["avg_seq_len"] == 21.0
+
+
+def test_workload_table_uses_the_catalog_else_what_the_id_tells():
+    table = workload_table(["bert-base/sst2", "tiny/synthetic:qnli", "EleutherAI/pythia-70m/rte"])
+    assert list(table.columns) == list(WORKLOAD_COLUMNS)
+    assert list(table["workload_id"]) == ["bert-base/sst2", "tiny/synthetic:qnli", "EleutherAI/pythia-70m/rte"]
+    base = table.iloc[0]  # from the catalog: BERT-base is 12 x 768, an encoder, SST-2 trains the predictor
+    assert (base["model"], base["model_type"], base["n_layers"], base["hidden_size"]) == ("bert-base", "encoder", 12, 768)
+    assert (base["split"], base["batch_size"], base["max_seq_len"]) == ("characterization", 32, 128)
+    # unknown to the catalog: model and task from the id; the split from the task after a ':'
+    assert table.iloc[1][["model", "task", "split"]].tolist() == ["tiny", "synthetic:qnli", "characterization"]
+    assert table.iloc[2][["model", "task", "split"]].tolist() == ["EleutherAI/pythia-70m", "rte", "evaluation"]
+    assert table.iloc[1:][["n_layers", "params_m", "batch_size"]].isna().all().all()
+
+
+def test_merge_workloads_applies_what_executors_reported():
+    table = workload_table(["tiny/synthetic:qnli", "bert-small/mrpc"])
+    records = {
+        "r0": {"row": {}, "extras": {"workload": {"workload_id": "tiny/synthetic:qnli", "n_layers": 2,
+                                                  "avg_seq_len": 21.5, "split": None}}},
+        "r1": {"row": {}, "extras": {"workload": {"workload_id": "not/planned", "n_layers": 9}}},
+        "r2": {"row": {}, "extras": {}},
+    }
+    merged = merge_workloads(table, records).set_index("workload_id")
+    assert len(merged) == 2 and "not/planned" not in merged.index
+    tiny = merged.loc["tiny/synthetic:qnli"]
+    assert (tiny["n_layers"], tiny["avg_seq_len"], tiny["split"]) == (2, 21.5, "characterization")
+    assert merged.loc["bert-small/mrpc", "n_layers"] == 4  # untouched catalog row
 
 
 def test_task_facts():

@@ -125,8 +125,7 @@ def _catalog_group(group: str) -> list[str]:
     def ids(tasks: Sequence[str]) -> list[str]:
         return [catalog.workload_id(m, t) for m in catalog.PAPER_MODELS for t in tasks]
 
-    evaluation = getattr(catalog, "EVALUATION_WORKLOADS", None) or ids(catalog.EVALUATION_TASKS)
-    groups = {"characterization": ids(catalog.CHARACTERIZATION_TASKS), "evaluation": list(evaluation)}
+    groups = {"characterization": ids(catalog.CHARACTERIZATION_TASKS), "evaluation": ids(catalog.EVALUATION_TASKS)}
     groups["all"] = groups["characterization"] + groups["evaluation"]
     return groups[group]
 
@@ -147,8 +146,9 @@ def make_executor(args):
 
 def run(args) -> int:
     from dvfslab.hw import get_backend
-    from dvfslab.sweep.executors import Cooldown
-    from dvfslab.sweep.runner import make_plan, run_sweep
+    from dvfslab.sweep.plan import make_plan
+    from dvfslab.sweep.runner import run_sweep
+    from dvfslab.sweep.session import Cooldown
 
     executor = make_executor(args)
     kwargs = {"jetson": {"sysfs_root": args.sysfs_root}, "sim": {"seed": args.seed}}.get(args.backend, {})

@@ -237,10 +237,13 @@ def _first(mask: pd.Series) -> int | None:
 
 def validate(ds: Dataset) -> None:
     """Check the cross-file rules of the contract; raise :class:`DatasetError` on the first."""
-    root = ds.path
-    wl, runs = ds.workloads, ds.runs
-    wpath, rpath = root / "workloads.csv", root / "runs.csv"
+    _validate_workloads(ds.path / "workloads.csv", ds.workloads)
+    _validate_runs(ds)
+    if ds.steps is not None:
+        _validate_steps(ds.path / "steps.csv", ds.steps, ds.runs)
 
+
+def _validate_workloads(wpath: Path, wl: pd.DataFrame) -> None:
     if (row := _first(wl["workload_id"].duplicated())) is not None:
         raise DatasetError(wpath, f"duplicate workload_id {wl['workload_id'].iloc[row - 1]!r}", column="workload_id", row=row)
     _check_set(wpath, wl, "split", SPLITS)
@@ -250,18 +253,24 @@ def validate(ds: Dataset) -> None:
         if (row := _first(vals <= 0)) is not None:
             raise DatasetError(wpath, f"must be positive, got {vals.iloc[row - 1]}", column=col, row=row)
 
+
+def _validate_runs(ds: Dataset) -> None:
+    runs, rpath = ds.runs, ds.path / "runs.csv"
     if (row := _first(runs["run_id"].duplicated())) is not None:
         raise DatasetError(rpath, f"duplicate run_id {runs['run_id'].iloc[row - 1]!r}", column="run_id", row=row)
     _check_set(rpath, runs, "status", RUN_STATUSES)
-    known = set(wl["workload_id"])
+    known = set(ds.workloads["workload_id"])
     if (row := _first(~runs["workload_id"].isin(known))) is not None:
         raise DatasetError(rpath, f"workload_id {runs['workload_id'].iloc[row - 1]!r} is not in workloads.csv",
                            column="workload_id", row=row, fix="add the workload to workloads.csv or fix the id")
     if (row := _first(runs["rep"] < 0)) is not None:
         raise DatasetError(rpath, "rep must be >= 0", column="rep", row=row)
+    _validate_measures(rpath, runs, energy_measured=ds.meta.get("energy_measured", True))
+    _validate_levels(ds)
 
+
+def _validate_measures(rpath: Path, runs: pd.DataFrame, *, energy_measured: bool) -> None:
     ok = runs["status"] == "ok"
-    energy_measured = ds.meta.get("energy_measured", True)
     measures = ["time_s"] + (["energy_j"] if energy_measured else [])
     for col in measures:
         v = runs[col]
@@ -273,7 +282,9 @@ def validate(ds: Dataset) -> None:
         if (row := _first((v < 0) | np.isinf(v.fillna(0.0)))) is not None:
             raise DatasetError(rpath, f"{col} must be a finite number >= 0, got {v.iloc[row - 1]}", column=col, row=row)
 
-    table = ds.freq_table_mhz
+
+def _validate_levels(ds: Dataset) -> None:
+    runs, rpath, table = ds.runs, ds.path / "runs.csv", ds.freq_table_mhz
     fixed = runs["policy"] == "fixed"
     freq = runs["gpu_freq_mhz"]
     if (row := _first(fixed & freq.isna())) is not None:
@@ -283,17 +294,17 @@ def validate(ds: Dataset) -> None:
         raise DatasetError(rpath, f"gpu_freq_mhz {freq.iloc[row - 1]:g} is not in meta.json freq_table_mhz "
                                   f"({', '.join(f'{t:g}' for t in table)})", column="gpu_freq_mhz", row=row)
     if ds.meta["baseline"] == "maxn" and not (runs["policy"] == "maxn").any():
-        raise DatasetError(root / "meta.json", "baseline is 'maxn' but runs.csv has no policy=maxn run",
+        raise DatasetError(ds.path / "meta.json", "baseline is 'maxn' but runs.csv has no policy=maxn run",
                            fix="set baseline to 'fmax' or add the MAXN runs")
 
-    if ds.steps is not None:
-        spath = root / "steps.csv"
-        if (row := _first(~ds.steps["run_id"].isin(set(runs["run_id"])))) is not None:
-            raise DatasetError(spath, f"run_id {ds.steps['run_id'].iloc[row - 1]!r} is not in runs.csv", column="run_id", row=row)
-        for col in ("time_s", "energy_j"):
-            v = ds.steps[col]
-            if (row := _first(v < 0)) is not None:
-                raise DatasetError(spath, f"{col} must be >= 0", column=col, row=row)
+
+def _validate_steps(spath: Path, steps: pd.DataFrame, runs: pd.DataFrame) -> None:
+    if (row := _first(~steps["run_id"].isin(set(runs["run_id"])))) is not None:
+        raise DatasetError(spath, f"run_id {steps['run_id'].iloc[row - 1]!r} is not in runs.csv", column="run_id", row=row)
+    for col in ("time_s", "energy_j"):
+        v = steps[col]
+        if (row := _first(v < 0)) is not None:
+            raise DatasetError(spath, f"{col} must be >= 0", column=col, row=row)
 
 
 def _check_set(path: Path, frame: pd.DataFrame, col: str, allowed: Iterable[str], optional: bool = False) -> None:
@@ -339,7 +350,3 @@ def write_dataset(path: str | os.PathLike, meta: Mapping, workloads: pd.DataFram
     atomic_write_json(root / "meta.json", meta)
     return load_dataset(root) if check else Dataset(root, meta, workloads, runs, steps)
 
-
-def empty_runs() -> pd.DataFrame:
-    """An empty runs frame with the contract's columns."""
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in RUN_COLUMNS})

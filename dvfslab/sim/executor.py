@@ -13,7 +13,7 @@ from dvfslab.sweep.executors import BaseExecutor, measurement_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from dvfslab.measure.sampler import PowerSampler
-    from dvfslab.sweep.runner import RunSpec
+    from dvfslab.sweep.plan import RunSpec
 
 
 class SimExecutor(BaseExecutor):
@@ -70,7 +70,7 @@ class SimExecutor(BaseExecutor):
     def workload(self, workload_id: str):
         """The twin's view of a catalog workload (cached)."""
         if workload_id not in self._workloads:
-            from dvfslab.sweep.runner import workload_table
+            from dvfslab.data.catalog import workload_table
 
             row = workload_table([workload_id]).iloc[0].to_dict()
             if row.get("n_layers") is None or row["n_layers"] != row["n_layers"]:  # None or NaN

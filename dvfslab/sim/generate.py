@@ -148,8 +148,8 @@ def generate(plan: SimulationPlan, *, progress: bool = True, work_dir: str | os.
     and resumed when it already holds this plan — or to a temporary directory.
     """
     from dvfslab.sim.executor import SimExecutor
-    from dvfslab.sweep.executors import Cooldown
     from dvfslab.sweep.runner import run_sweep, step_rows_of
+    from dvfslab.sweep.session import Cooldown
 
     backend = open_backend(plan.board, plan.seed)
     workloads = plan.workloads()

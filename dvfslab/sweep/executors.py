@@ -1,4 +1,4 @@
-"""How one sweep run executes on a board, and how the board is brought back between runs.
+"""How one sweep run executes on a board: the executor protocol and its implementations.
 
 An executor is anything with ``run(spec, backend, sampler) -> dict`` returning the measured
 columns of one ``runs.csv`` row (``time_s``, ``energy_j``, ``energy_gpu_j``, ``energy_cpu_j``,
@@ -18,22 +18,19 @@ test-only ``SleepExecutor`` in :mod:`dvfslab.testing.executors`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dvfslab.data.catalog import workload_table
 from dvfslab.hw.base import Backend, DvfsError, rail_energy_split_j
+from dvfslab.sweep.plan import RunSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from dvfslab.measure.energy import Measurement
     from dvfslab.measure.sampler import PowerSampler
-    from dvfslab.sweep.runner import RunSpec
-
-FIXED, MAXN = "fixed", "maxn"
 
 
 @runtime_checkable
@@ -70,14 +67,6 @@ def describe_executor(executor: Executor) -> dict:
     return {"class": f"{type(executor).__module__}:{type(executor).__qualname__}"}
 
 
-def wait(executor: Executor, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
-    """Let board time pass the executor's way (real sleep by default)."""
-    if hasattr(executor, "wait"):
-        executor.wait(backend, sampler, seconds)
-    elif seconds > 0:
-        time.sleep(seconds)
-
-
 def load_executor(target: str, options: Mapping[str, Any] | None = None) -> Executor:
     """``"package.module:ClassName"`` -> ``ClassName(**options)`` (the CLI's ``--executor``)."""
     module_name, _, attr = target.partition(":")
@@ -94,31 +83,8 @@ def load_executor(target: str, options: Mapping[str, Any] | None = None) -> Exec
 
 
 # --------------------------------------------------------------------------------------------
-# Sampling and rows
+# Rows
 # --------------------------------------------------------------------------------------------
-
-
-def make_sampler(backend: Backend, executor: Executor) -> PowerSampler | None:
-    """A fresh sampler on the backend's reader and clock (None without a power reader)."""
-    if backend.power is None:
-        return None
-    from dvfslab.measure.sampler import PowerSampler
-
-    return PowerSampler(backend.power, clock=backend.clock,
-                        threaded=getattr(executor, "threaded_sampler", True))
-
-
-@contextlib.contextmanager
-def sampler_running(sampler: PowerSampler | None) -> Iterator[PowerSampler | None]:
-    """Start the sampler (if any) for the block and always stop it."""
-    if sampler is None:
-        yield None
-        return
-    sampler.start()
-    try:
-        yield sampler
-    finally:
-        sampler.stop()
 
 
 def measurement_row(m: Measurement, total_rails: Sequence[str], steps: int,
@@ -133,126 +99,6 @@ def measurement_row(m: Measurement, total_rails: Sequence[str], steps: int,
             "gpu_util_pct": m.gpu_util_pct, "mean_gpu_freq_mhz": m.gpu_freq_mhz,
             "steps": steps, "eval_metric": eval_metric,
             "n_samples": m.n_samples, "n_lost": m.n_lost, "sample_rate_hz": m.rate_hz}
-
-
-# --------------------------------------------------------------------------------------------
-# Between runs: clocks, cool-down, idle power
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cooldown:
-    """Settings of the pause before each run, in board seconds (virtual on the twin).
-
-    The pause ends when the GPU temperature is under ``max_temp_c``; on a board without a
-    readable GPU temperature (or with ``max_temp_c=None``), when the CPU+GPU power over one
-    ``poll_s`` window is within ``idle_power_tol`` (relative) of the idle power measured at
-    the start of the session. ``timeout_s`` bounds the pause; the run then goes ahead and its
-    record says ``timed_out``. ``idle_measure_s`` is the length of that idle measurement.
-    """
-
-    max_temp_c: float | None = 50.0
-    idle_power_tol: float = 0.15
-    timeout_s: float = 300.0
-    poll_s: float = 5.0
-    min_s: float = 0.0
-    idle_measure_s: float = 10.0
-
-
-def gpu_temperature_c(backend: Backend) -> float | None:
-    """The GPU temperature (``gpu-thermal`` zone, else the first zone named like ``gpu``)."""
-    if backend.telemetry is None:
-        return None
-    try:
-        temps = backend.telemetry.temperatures_c()
-    except (DvfsError, OSError):
-        return None
-    for key in ("gpu-thermal", *sorted(k for k in temps if "gpu" in k.lower())):
-        value = temps.get(key)
-        if value is not None and math.isfinite(value):
-            return float(value)
-    return None
-
-
-def _window_power_w(executor: Executor, backend: Backend, sampler: PowerSampler, seconds: float,
-                    name: str) -> float:
-    sampler.begin_window(name)
-    try:
-        wait(executor, backend, sampler, seconds)
-    finally:
-        m = sampler.end_window(name)
-    return m.avg_power_w
-
-
-def cool_down(backend: Backend, executor: Executor, sampler: PowerSampler | None,
-              settings: Cooldown, idle_power_w: float | None) -> dict:
-    """Wait until the board is cool (or idle); return what was waited and observed."""
-    t0 = backend.clock()
-    wait(executor, backend, sampler, settings.min_s)
-    power_w = temp_c = None
-    while True:
-        temp_c = gpu_temperature_c(backend) if settings.max_temp_c is not None else None
-        by_power = temp_c is None and sampler is not None and idle_power_w is not None
-        if by_power:
-            power_w = _window_power_w(executor, backend, sampler, settings.poll_s, "__cooldown__")
-        if temp_c is not None:
-            cool = temp_c < settings.max_temp_c
-        elif by_power:
-            cool = power_w <= idle_power_w * (1.0 + settings.idle_power_tol)
-        else:
-            cool = True  # nothing to watch: only min_s applies
-        waited_s = backend.clock() - t0
-        if cool or waited_s >= settings.timeout_s - 1e-6:
-            return {"waited_s": waited_s, "gpu_temp_c": temp_c, "power_w": power_w,
-                    "criterion": "temperature" if temp_c is not None else ("power" if by_power else "none"),
-                    "timed_out": not cool}
-        if not by_power:
-            wait(executor, backend, sampler, min(settings.poll_s, settings.timeout_s - waited_s))
-
-
-def measure_idle_power_w(backend: Backend, executor: Executor, sampler: PowerSampler | None,
-                         seconds: float) -> float | None:
-    """Mean CPU+GPU power (W) of the idle board over ``seconds`` (None without a reader)."""
-    if sampler is None or seconds <= 0:
-        return None
-    return _window_power_w(executor, backend, sampler, seconds, "__idle__")
-
-
-def set_policy(backend: Backend, spec: RunSpec) -> None:
-    """Lock the level of a fixed run, or give the board its default governor for a MAXN run."""
-    if backend.clocks is None:
-        if spec.policy == FIXED:
-            raise DvfsError(f"backend {backend.name!r} has no clock control; it cannot run {spec.level_label}")
-        return
-    if spec.policy == MAXN:
-        backend.clocks.reset()
-    else:
-        backend.clocks.lock(spec.freq_mhz)
-
-
-def reset_clocks(backend: Backend) -> None:
-    """Give the clocks back (no-op without clock control)."""
-    if backend.clocks is not None:
-        backend.clocks.reset()
-
-
-def repair_clocks(backend: Backend) -> dict | None:
-    """Restore clocks a killed process left pinned (the backend's state file), then reset.
-
-    Backends that persist their originals (Jetson: ``restore_saved``) get them back here, so
-    that a resumed sweep's idle measurement and MAXN runs see the board's own governor.
-    """
-    state_file = getattr(backend.clocks, "state_file", None)
-    if state_file is not None:  # never take over clocks another live process holds
-        from dvfslab.hw.jetson.safety import check_owner
-
-        held = state_file.load()
-        if held is not None:
-            check_owner(held, state_file.path)
-    restore = getattr(backend.clocks, "restore_saved", None)
-    saved = restore() if callable(restore) else None
-    reset_clocks(backend)
-    return None if saved is None else {"restored_from_state_file": repr(saved)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,7 +136,6 @@ class FinetuneExecutor(BaseExecutor):
 
     def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
         from dvfslab.harness.finetune import finetune
-        from dvfslab.sweep.runner import workload_table
 
         model, _, task = spec.workload_id.rpartition("/")
         known = workload_table([spec.workload_id]).iloc[0]

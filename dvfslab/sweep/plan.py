@@ -1,0 +1,168 @@
+"""What a sweep runs, and in which order: :class:`RunSpec`, :class:`SweepPlan`, :func:`make_plan`.
+
+A plan is workloads × levels × repetitions (+ MAXN baseline runs). Run ids depend only on the
+cell (workload, policy, level, repetition), never on the order or the seed, so a resumed sweep
+finds exactly the runs it still has to do. The orders are described in :func:`order_cells`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.levels import format_mhz
+
+FIXED, MAXN = "fixed", "maxn"
+ORDERS = ("sequential", "shuffled", "interleaved")
+PLAN_VERSION = 1
+
+
+class SweepError(DvfsError):
+    """A sweep cannot start or continue (bad plan, foreign directory, mismatching resume)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: a workload under one policy (a fixed level or MAXN), one repetition."""
+
+    run_id: str
+    workload_id: str
+    policy: str
+    freq_mhz: float | None
+    rep: int
+    steps: int
+    warmup_steps: int
+
+    @property
+    def level_label(self) -> str:
+        """``'612 MHz'`` or ``'MAXN'`` (for progress bars and logs)."""
+        return "MAXN" if self.policy == MAXN else f"{format_mhz(self.freq_mhz)} MHz"
+
+
+def run_id_for(workload_id: str, policy: str, freq_mhz: float | None, rep: int) -> str:
+    """Deterministic, file-name-safe run id: ``bert-base--sst2__f612__r0``, ``..__maxn__r1``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", workload_id.replace("/", "--"))
+    cond = MAXN if policy == MAXN else f"f{format_mhz(freq_mhz)}"
+    return f"{slug}__{cond}__r{int(rep)}"
+
+
+def williams_rows(n: int) -> list[list[int]]:
+    """Rows of a Williams Latin square on ``n`` conditions (``2n`` rows when ``n`` is odd).
+
+    Over a full cycle of rows every condition takes every position equally often and follows
+    every other condition equally often (first-order carry-over balance).
+    """
+    if n <= 0:
+        return []
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(c + r) % n for c in first] for r in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return rows
+
+
+def order_cells(workloads: Sequence[str], conditions: Sequence[float | None], reps: int,
+                order: str, seed: int) -> list[tuple[str, float | None, int]]:
+    """Order the (workload, condition, rep) cells; a condition is a level in MHz or ``None`` (MAXN).
+
+    * ``sequential``: workload by workload, levels ascending then MAXN, repetitions back to back.
+    * ``shuffled``: a seeded random permutation of the sequential order.
+    * ``interleaved``: repetitions outermost; inside each (rep, workload) block the conditions
+      follow successive rows of a Williams Latin square, so slow drift (room temperature, board
+      ageing) spreads evenly over the levels and so does the thermal carry-over of the run before.
+    """
+    if order not in ORDERS:
+        raise SweepError(f"unknown order {order!r}; choose one of: {', '.join(ORDERS)}")
+    if order == "interleaved":
+        rows = williams_rows(len(conditions))
+        cells = []
+        for rep in range(reps):
+            for w_idx, wid in enumerate(workloads):
+                row = rows[(rep * len(workloads) + w_idx) % len(rows)]
+                cells += [(wid, conditions[c], rep) for c in row]
+        return cells
+    cells = [(w, c, r) for w in workloads for c in conditions for r in range(reps)]
+    if order == "shuffled":
+        random.Random(seed).shuffle(cells)
+    return cells
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Workloads × levels × repetitions (+ MAXN baseline runs), in execution order."""
+
+    workloads: tuple[str, ...]
+    levels_mhz: tuple[float, ...]
+    reps: int = 1
+    maxn: bool = True
+    order: str = "interleaved"
+    seed: int = 0
+    steps: int = 100
+    warmup_steps: int = 10
+    runs: tuple[RunSpec, ...] = field(default=(), compare=False)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def settings(self) -> dict:
+        """The plan without its run list (what ``plan.json`` and ``meta.json`` record)."""
+        d = asdict(self)
+        d.pop("runs")
+        d["workloads"], d["levels_mhz"] = list(self.workloads), list(self.levels_mhz)
+        return d
+
+    def to_json(self) -> dict:
+        return {"plan_version": PLAN_VERSION, **self.settings(), "run_ids": [r.run_id for r in self.runs]}
+
+    @classmethod
+    def from_json(cls, obj: Mapping, path: str | Path = "plan.json") -> SweepPlan:
+        """Rebuild a plan from ``plan.json`` and check that it reproduces the stored run order."""
+        if obj.get("plan_version") != PLAN_VERSION:
+            raise SweepError(f"{path}: unknown plan_version {obj.get('plan_version')!r} "
+                             f"(this dvfslab writes {PLAN_VERSION})")
+        keys = ("reps", "maxn", "order", "seed", "steps", "warmup_steps")
+        plan = make_plan(obj["workloads"], obj["levels_mhz"], **{k: obj[k] for k in keys})
+        if [r.run_id for r in plan.runs] != list(obj.get("run_ids", [])):
+            raise SweepError(f"{path}: stored run order differs from the one this dvfslab plans; "
+                             "finish the sweep with the dvfslab version that started it, or start a new --out")
+        return plan
+
+    def diff(self, stored: SweepPlan) -> str:
+        """The settings that differ from ``stored`` (for the resume error), else ``'run order'``."""
+        mine, theirs = self.settings(), stored.settings()
+        diffs = [f"{k}: {mine[k]!r} vs stored {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+        return "; ".join(diffs) or "run order"
+
+
+def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: int = 1,
+              maxn: bool = True, order: str = "interleaved", seed: int = 0, steps: int = 100,
+              warmup_steps: int = 10) -> SweepPlan:
+    """Plan a sweep; run ids depend only on (workload, policy, level, rep), so resume is exact."""
+    workloads = tuple(dict.fromkeys(str(w) for w in workloads))
+    levels = tuple(sorted(dict.fromkeys(float(f) for f in levels_mhz)))
+    if not workloads:
+        raise SweepError("the plan has no workloads; pass --workloads")
+    if not levels and not maxn:
+        raise SweepError("the plan has no levels and no MAXN runs; pass --freqs or keep MAXN")
+    if reps < 1 or steps < 1 or warmup_steps < 0:
+        raise SweepError(f"need reps >= 1, steps >= 1, warmup_steps >= 0 (got {reps}, {steps}, {warmup_steps})")
+    conditions: list[float | None] = list(levels) + ([None] if maxn else [])
+    runs = []
+    for wid, freq, rep in order_cells(workloads, conditions, reps, order, seed):
+        policy = MAXN if freq is None else FIXED
+        runs.append(RunSpec(run_id_for(wid, policy, freq, rep), wid, policy, freq, rep, steps, warmup_steps))
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise SweepError(f"two workloads map to the same run id {dup!r}; rename one of them")
+    return SweepPlan(workloads, levels, reps, maxn, order, seed, steps, warmup_steps, tuple(runs))

@@ -1,0 +1,206 @@
+"""Between runs: the clocks, the cool-down and the idle power of a sweep session.
+
+Before each run the sweep gives the clocks back, waits until the board is cool (or idle), then
+sets the run's policy (a locked level, or the board's own governor for MAXN). A session starts
+by repairing clocks a killed sweep left pinned and by measuring the idle CPU+GPU power once
+(:meth:`dvfslab.measure.sampler.PowerSampler.measure_idle`), which the power criterion of the
+cool-down compares against. Board time passes the executor's way (:func:`wait`): a real sleep
+on hardware, the virtual clock on the twin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.sweep.executors import Executor
+from dvfslab.sweep.plan import FIXED, MAXN, RunSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dvfslab.measure.sampler import PowerSampler
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    """Settings of the pause before each run, in board seconds (virtual on the twin).
+
+    The pause ends when the GPU temperature is under ``max_temp_c``; on a board without a
+    readable GPU temperature (or with ``max_temp_c=None``), when the CPU+GPU power over one
+    ``poll_s`` window is within ``idle_power_tol`` (relative) of the idle power measured at
+    the start of the session. ``timeout_s`` bounds the pause; the run then goes ahead and its
+    record says ``timed_out``. ``idle_measure_s`` is the length of that idle measurement.
+    """
+
+    max_temp_c: float | None = 50.0
+    idle_power_tol: float = 0.15
+    timeout_s: float = 300.0
+    poll_s: float = 5.0
+    min_s: float = 0.0
+    idle_measure_s: float = 10.0
+
+
+# --------------------------------------------------------------------------------------------
+# Board time and sampling
+# --------------------------------------------------------------------------------------------
+
+
+def wait(executor: Executor, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
+    """Let board time pass the executor's way (real sleep by default)."""
+    if hasattr(executor, "wait"):
+        executor.wait(backend, sampler, seconds)
+    elif seconds > 0:
+        time.sleep(seconds)
+
+
+def make_sampler(backend: Backend, executor: Executor) -> PowerSampler | None:
+    """A fresh sampler on the backend's reader and clock (None without a power reader)."""
+    if backend.power is None:
+        return None
+    from dvfslab.measure.sampler import PowerSampler
+
+    return PowerSampler(backend.power, clock=backend.clock,
+                        threaded=getattr(executor, "threaded_sampler", True))
+
+
+@contextlib.contextmanager
+def sampler_running(sampler: PowerSampler | None) -> Iterator[PowerSampler | None]:
+    """Start the sampler (if any) for the block and always stop it."""
+    if sampler is None:
+        yield None
+        return
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Cool-down and idle power
+# --------------------------------------------------------------------------------------------
+
+
+def gpu_temperature_c(backend: Backend) -> float | None:
+    """The GPU temperature (``gpu-thermal`` zone, else the first zone named like ``gpu``)."""
+    if backend.telemetry is None:
+        return None
+    try:
+        temps = backend.telemetry.temperatures_c()
+    except (DvfsError, OSError):
+        return None
+    for key in ("gpu-thermal", *sorted(k for k in temps if "gpu" in k.lower())):
+        value = temps.get(key)
+        if value is not None and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def _window_power_w(executor: Executor, backend: Backend, sampler: PowerSampler, seconds: float,
+                    name: str) -> float:
+    sampler.begin_window(name)
+    try:
+        wait(executor, backend, sampler, seconds)
+    finally:
+        m = sampler.end_window(name)
+    return m.avg_power_w
+
+
+def cool_down(backend: Backend, executor: Executor, sampler: PowerSampler | None,
+              settings: Cooldown, idle_power_w: float | None) -> dict:
+    """Wait until the board is cool (or idle); return what was waited and observed."""
+    t0 = backend.clock()
+    wait(executor, backend, sampler, settings.min_s)
+    power_w = temp_c = None
+    while True:
+        temp_c = gpu_temperature_c(backend) if settings.max_temp_c is not None else None
+        by_power = temp_c is None and sampler is not None and idle_power_w is not None
+        if by_power:
+            power_w = _window_power_w(executor, backend, sampler, settings.poll_s, "__cooldown__")
+        if temp_c is not None:
+            cool = temp_c < settings.max_temp_c
+        elif by_power:
+            cool = power_w <= idle_power_w * (1.0 + settings.idle_power_tol)
+        else:
+            cool = True  # nothing to watch: only min_s applies
+        waited_s = backend.clock() - t0
+        if cool or waited_s >= settings.timeout_s - 1e-6:
+            return {"waited_s": waited_s, "gpu_temp_c": temp_c, "power_w": power_w,
+                    "criterion": "temperature" if temp_c is not None else ("power" if by_power else "none"),
+                    "timed_out": not cool}
+        if not by_power:
+            wait(executor, backend, sampler, min(settings.poll_s, settings.timeout_s - waited_s))
+
+
+def measure_idle_power_w(backend: Backend, executor: Executor, sampler: PowerSampler | None,
+                         seconds: float) -> float | None:
+    """Mean CPU+GPU power (W) of the idle board over ``seconds`` (None without a reader).
+
+    The sampler's own :meth:`~dvfslab.measure.sampler.PowerSampler.measure_idle`, waiting the
+    executor's way. The sampler's ``idle_power_w`` is put back afterwards: sweep rows report
+    total energy, never energy above idle.
+    """
+    if sampler is None or seconds <= 0:
+        return None
+    before = sampler.idle_power_w, sampler.idle_measurement
+    try:
+        return sampler.measure_idle(seconds, sleep=lambda s: wait(executor, backend, sampler, s))
+    finally:
+        sampler.idle_power_w, sampler.idle_measurement = before
+
+
+def start_session(backend: Backend, executor: Executor, cooldown: Cooldown, session: dict) -> float | None:
+    """Repair/reset the clocks, cool down (temperature only), measure the idle CPU+GPU power."""
+    session["clock_repair"] = repair_clocks(backend)
+    sampler = make_sampler(backend, executor)
+    with sampler_running(sampler):
+        session["initial_cooldown"] = cool_down(backend, executor, sampler, cooldown, None)
+        idle_power_w = measure_idle_power_w(backend, executor, sampler, cooldown.idle_measure_s)
+    session["idle_power_w"] = idle_power_w
+    return idle_power_w
+
+
+# --------------------------------------------------------------------------------------------
+# Clocks
+# --------------------------------------------------------------------------------------------
+
+
+def set_policy(backend: Backend, spec: RunSpec) -> None:
+    """Lock the level of a fixed run, or give the board its default governor for a MAXN run."""
+    if backend.clocks is None:
+        if spec.policy == FIXED:
+            raise DvfsError(f"backend {backend.name!r} has no clock control; it cannot run {spec.level_label}")
+        return
+    if spec.policy == MAXN:
+        backend.clocks.reset()
+    else:
+        backend.clocks.lock(spec.freq_mhz)
+
+
+def reset_clocks(backend: Backend) -> None:
+    """Give the clocks back (no-op without clock control)."""
+    if backend.clocks is not None:
+        backend.clocks.reset()
+
+
+def repair_clocks(backend: Backend) -> dict | None:
+    """Restore clocks a killed process left pinned (the backend's state file), then reset.
+
+    Backends that persist their originals (Jetson: ``restore_saved``) get them back here, so
+    that a resumed sweep's idle measurement and MAXN runs see the board's own governor.
+    """
+    state_file = getattr(backend.clocks, "state_file", None)
+    if state_file is not None:  # never take over clocks another live process holds
+        from dvfslab.hw.jetson.safety import check_owner
+
+        held = state_file.load()
+        if held is not None:
+            check_owner(held, state_file.path)
+    restore = getattr(backend.clocks, "restore_saved", None)
+    saved = restore() if callable(restore) else None
+    reset_clocks(backend)
+    return None if saved is None else {"restored_from_state_file": repr(saved)}

@@ -1,0 +1,193 @@
+"""The sweep directory on disk: plan, one record per finished run, the consolidated dataset.
+
+Layout (a dataset directory plus bookkeeping)::
+
+    plan.json          the ordered plan; ``--resume`` re-runs exactly this plan
+    runs/<run_id>.json one file per finished run (ok or failed), written atomically
+    runs.csv           consolidated from runs/, rewritten atomically after every run
+    steps.csv          per-step time and energy of the runs whose executor kept them (``step_rows``),
+                       written when a session ends
+    meta.json          board description, levels, sweep settings, sessions
+    workloads.csv      the workloads of the plan
+    .sweep.lock        pid of the sweep holding this directory
+
+A run killed half-way (SIGKILL, power loss) leaves no file under ``runs/`` and is simply
+run again on ``--resume``; the dataset never holds a run twice.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from dvfslab.core.files import atomic_write_json, jsonable, utc_now
+from dvfslab.data.catalog import merge_workloads
+from dvfslab.data.contract import (
+    RUN_COLUMNS,
+    STEP_COLUMNS,
+    WORKLOAD_COLUMNS,
+    DatasetError,
+    atomic_write_csv,
+)
+from dvfslab.hw.base import Backend
+from dvfslab.sweep.executors import Executor, describe_executor
+from dvfslab.sweep.plan import MAXN, RunSpec, SweepError, SweepPlan
+from dvfslab.sweep.session import Cooldown
+
+ROW_COLUMNS = list(RUN_COLUMNS) + ["error"]
+VIRTUAL_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)  # as dvfslab simulate
+
+
+class SweepStore:
+    """The sweep directory: plan, per-run files and the consolidated dataset."""
+
+    def __init__(self, out_dir: str | Path):
+        self.root = Path(out_dir)
+        self.runs_dir = self.root / "runs"
+        self.records: dict[str, dict] = {}
+
+    def open(self, plan: SweepPlan | None, *, resume: bool) -> SweepPlan:
+        """Write or check ``plan.json`` and load finished runs; return the plan to execute."""
+        plan = self._open_plan(plan, resume=resume)
+        self.runs_dir.mkdir(exist_ok=True)
+        for tmp in [*self.root.glob(".*.tmp"), *self.runs_dir.glob(".*.tmp")]:
+            tmp.unlink(missing_ok=True)  # left by an atomic write a crash interrupted
+        wanted = {r.run_id for r in plan.runs}
+        for path in sorted(self.runs_dir.glob("*.json")):
+            rec = read_json(path)
+            if rec.get("row", {}).get("run_id") in wanted:
+                self.records[rec["row"]["run_id"]] = rec
+        return plan
+
+    def _open_plan(self, plan: SweepPlan | None, *, resume: bool) -> SweepPlan:
+        plan_path = self.root / "plan.json"
+        if plan_path.exists():
+            if not resume:
+                raise SweepError(f"{self.root} already holds a sweep (plan.json); pass --resume to continue it "
+                                 "or choose a new --out")
+            stored = SweepPlan.from_json(read_json(plan_path), plan_path)
+            if plan is not None and plan.to_json() != stored.to_json():
+                raise SweepError(f"{plan_path}: the requested plan differs from the stored one "
+                                 f"({plan.diff(stored)}); resume with the same arguments, "
+                                 "or with only --out and --resume")
+            return stored
+        if plan is None:
+            raise SweepError(f"{plan_path} is missing: nothing to resume; give --workloads to start a sweep")
+        if any(self.root.glob("*.csv")) or (self.root / "meta.json").exists():
+            raise SweepError(f"{self.root} holds a dataset that is not a sweep; choose an empty --out")
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(plan_path, plan.to_json())
+        return plan
+
+    def todo(self, plan: SweepPlan, *, retry_failed: bool = True) -> list[RunSpec]:
+        """Runs still to do, in plan order: those with no record (and failed ones if ``retry_failed``)."""
+        def done(spec: RunSpec) -> bool:
+            rec = self.records.get(spec.run_id)
+            return rec is not None and (rec["row"]["status"] == "ok" or not retry_failed)
+        return [r for r in plan.runs if not done(r)]
+
+    def commit(self, row: Mapping, extras: Mapping) -> None:
+        """Write one finished run atomically (``runs/<run_id>.json``)."""
+        rec = {"row": dict(row), "extras": dict(extras)}
+        atomic_write_json(self.runs_dir / f"{row['run_id']}.json", rec)
+        self.records[row["run_id"]] = rec
+
+    def runs_frame(self, plan: SweepPlan) -> pd.DataFrame:
+        rows = [self.records[r.run_id]["row"] for r in plan.runs if r.run_id in self.records]
+        return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+    def steps_frame(self, plan: SweepPlan) -> pd.DataFrame:
+        """``steps.csv`` rows from the records' ``extras["step_rows"]`` (ok runs that kept them)."""
+        rows = []
+        for spec in plan.runs:
+            rec = self.records.get(spec.run_id)
+            if rec and rec["row"]["status"] == "ok":
+                rows += step_rows_of(rec, spec.run_id)
+        return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+    def write_dataset(self, plan: SweepPlan, meta: dict, workloads: pd.DataFrame, *, steps: bool = False) -> None:
+        """Rewrite ``workloads.csv``, ``runs.csv``, with ``steps`` also ``steps.csv`` (when runs
+        kept per-step rows), and then ``meta.json`` (each atomically) so the directory always
+        validates. ``steps.csv`` grows with every run, so the sweep writes it only when a session
+        ends (finished, failed or interrupted); after a SIGKILL it lags until ``--resume``."""
+        runs = self.runs_frame(plan)
+        meta["baseline"] = MAXN if (runs["policy"] == MAXN).any() else "fmax"
+        atomic_write_csv(self.root / "workloads.csv", merge_workloads(workloads, self.records), WORKLOAD_COLUMNS)
+        atomic_write_csv(self.root / "runs.csv", runs, ROW_COLUMNS)
+        step_rows = self.steps_frame(plan) if steps else ()
+        if len(step_rows):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
+            atomic_write_csv(self.root / "steps.csv", step_rows, STEP_COLUMNS)
+        atomic_write_json(self.root / "meta.json", meta)
+
+    def stored_meta(self) -> dict | None:
+        """``meta.json`` of an earlier session, if any."""
+        path = self.root / "meta.json"
+        return read_json(path) if path.exists() else None
+
+
+def step_rows_of(record: Mapping, run_id: str) -> list[dict]:
+    """``steps.csv`` rows of one run record (its ``extras["step_rows"]``; none if it kept none)."""
+    per_step = record["extras"].get("step_rows") or {"time_s": [], "energy_j": []}
+    return [{"run_id": run_id, "step": i, "time_s": t, "energy_j": e}
+            for i, (t, e) in enumerate(zip(per_step["time_s"], per_step["energy_j"], strict=True))]
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; :class:`DatasetError` naming the file and the fix otherwise."""
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise DatasetError(path, f"unreadable JSON: {err}", fix="delete the file to redo that run") from None
+    if not isinstance(obj, dict):
+        raise DatasetError(path, "must hold a JSON object")
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# Record fields
+# --------------------------------------------------------------------------------------------
+
+
+def run_timestamp(backend: Backend) -> str:
+    """``started_at``: wall-clock UTC on hardware; on the simulated board its virtual time
+    counted from a fixed epoch (as ``dvfslab simulate`` does), so simulated sweeps are
+    reproducible."""
+    if backend.virtual_time:
+        return (VIRTUAL_EPOCH + _dt.timedelta(seconds=round(backend.clock()))).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_now()
+
+
+def sweep_meta(backend: Backend, executor: Executor, plan: SweepPlan, cooldown: Cooldown,
+               stored: dict | None, session: dict) -> dict:
+    """``meta.json``: the contract's keys, the board description and every sweep setting."""
+    from dvfslab import __version__
+
+    stored = stored or {}
+    desc = jsonable(dict(backend.description))
+    _check_same_board(stored.get("device", {}), desc)
+    levels = backend.clocks.levels_mhz() if backend.clocks is not None else list(plan.levels_mhz)
+    meta = {"schema_version": 1, "source": "simulated" if backend.simulated else "measured", "device": desc,
+            "freq_table_mhz": [float(f) for f in levels], "baseline": "fmax",
+            "created_at": stored.get("created_at", utc_now()), "dvfslab_version": __version__,
+            "energy_measured": backend.power is not None,
+            "sweep": {"backend": backend.name, "plan": plan.settings(), "cooldown": asdict(cooldown),
+                      "executor": describe_executor(executor),
+                      "sessions": stored.get("sweep", {}).get("sessions", []) + [session]}}
+    if backend.simulated:
+        meta["generator"] = f"dvfslab sweep on the simulated board ({type(executor).__name__})"
+        meta["seed"] = desc.get("seed", plan.seed)
+    return meta
+
+
+def _check_same_board(stored_device: Mapping, desc: Mapping) -> None:
+    for key in ("board", "jetpack", "power_mode", "seed"):
+        old = stored_device.get(key)
+        if old is not None and desc.get(key) is not None and old != desc[key]:
+            raise SweepError(f"meta.json: this sweep was started with {key}={old!r} but the board now "
+                             f"reports {key}={desc[key]!r}; resume with the same board and settings "
+                             "(power mode, --seed on the twin) or start a new --out")
