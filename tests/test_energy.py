@@ -200,17 +200,33 @@ def test_measure_window_fields():
         lost_t_s=np.array([0.7, 3.2, 11.0]),
     )
     m = measure_window(samples, 1.0, 4.0, ("VDD_GPU_SOC", "VDD_CPU_CV"), name="w", idle_power_w=2.5)
-    gpu_j = 2.0 * 3 + 0.1 * (16 - 1) / 2
+    # GPU 2 + 0.1 t W over [1, 4]: 2 * 3 + 0.1 * (4² - 1²) / 2 = 6.75 J; CPU 1 W * 3 s = 3 J
     assert m.name == "w" and m.time_s == pytest.approx(3.0)
-    assert m.energy_by_rail_j["VDD_GPU_SOC"] == pytest.approx(gpu_j)
-    assert m.energy_j == pytest.approx(gpu_j + 3.0)
-    assert m.avg_power_w == pytest.approx(m.energy_j / 3.0)
+    assert m.energy_by_rail_j["VDD_GPU_SOC"] == pytest.approx(6.75)
+    assert m.energy_j == pytest.approx(9.75)
+    assert m.avg_power_w == pytest.approx(3.25)  # 9.75 J / 3 s
     assert m.peak_power_w == pytest.approx(2.4 + 1.0)
     assert m.n_samples == 7 and m.rate_hz == pytest.approx(2.0)
     assert m.n_lost == 1
-    assert m.idle_power_w == 2.5 and m.energy_above_idle_j == pytest.approx(m.energy_j - 7.5)
+    assert m.idle_power_w == 2.5 and m.energy_above_idle_j == pytest.approx(2.25)  # 9.75 - 2.5 * 3
     assert m.gpu_util_pct == pytest.approx(20.0) and m.gpu_freq_mhz == pytest.approx(612.0)
     assert m.to_dict()["energy_by_rail_j"]["VDD_CPU_CV"] == pytest.approx(3.0)
+
+
+def test_measure_window_on_a_piecewise_linear_trace_by_hand():
+    """Samples (t s, W): (0, 2) (1, 6) (2, 6) (4, 0); window [0.5, 3] cuts between samples.
+
+    Edges interpolate: P(0.5) = 4 W, P(3) = 3 W. Trapezoids: [0.5, 1] (4 + 6) / 2 * 0.5 = 2.5;
+    [1, 2] 6 * 1 = 6; [2, 3] (6 + 3) / 2 * 1 = 4.5. Energy 13 J over 2.5 s: 5.2 W on average,
+    6 W at the peak; the samples at t = 1 and 2 s lie inside (1 Hz between them).
+    """
+    t = np.array([0.0, 1.0, 2.0, 4.0])
+    samples = SampleArrays(t_s=t, rails_mw={"GPU": np.array([2000.0, 6000.0, 6000.0, 0.0])})
+    m = measure_window(samples, 0.5, 3.0, ("GPU",))
+    assert m.energy_j == pytest.approx(13.0)
+    assert m.avg_power_w == pytest.approx(5.2)
+    assert m.peak_power_w == pytest.approx(6.0)
+    assert m.n_samples == 2 and m.rate_hz == pytest.approx(1.0)
 
 
 def test_measure_window_without_samples_is_nan_not_zero():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dvfslab.hw.base import DvfsError, PowerReadError, PowerSample
+from dvfslab.measure.loop import stop_event_wait, tick_loop
 from dvfslab.measure.sampler import (
     DEFAULT_PERIOD_S,
     PowerSampler,
@@ -289,26 +290,69 @@ def test_sync_cuda_without_cuda_is_a_no_op(monkeypatch, torch_module):
     assert w.measurement.energy_j == pytest.approx(12.0)
 
 
-def test_threaded_sampler_short_real_run():
-    reader = FakeReader(time.monotonic, fail=lambda n: n % 10 == 0)
-    with PowerSampler(reader, period_s=0.005) as sampler:
-        thread = sampler._thread
-        assert thread is not None and thread.is_alive()
-        assert sampler.measure_idle(0.05) == pytest.approx(12.0)  # real time: time.sleep waits
-        with sampler.window("w") as w:
-            time.sleep(0.25)
-    assert not thread.is_alive()
-    m = w.measurement
-    # loose bounds on counts, never on timings: 0.25 s at 5 ms is ~50 samples
-    assert 10 <= m.n_samples <= 80 and m.n_lost >= 1
-    assert m.energy_j == pytest.approx(12.0 * m.time_s, rel=1e-9)
+def test_tick_loop_keeps_absolute_deadlines_and_skips_missed_ones():
+    """Period 10 ms on a virtual clock; the 3rd read takes 25 ms. By hand: reads at 0, 10, 20 ms;
+    the 3rd ends at 45 ms, past the 30 and 40 ms deadlines, so the next is 50 ms (wait 5 ms);
+    then 60 … 90 ms; the wait that reaches 100 ms says stop: 8 ticks."""
+    clock, times, waits = VirtualClock(), [], []
+
+    def sample():
+        times.append(clock.t_s)
+        if len(times) == 3:
+            clock.t_s += 0.025
+
+    def wait(delay_s):
+        waits.append(delay_s)
+        clock.t_s += delay_s
+        return clock.t_s >= 0.1 - 1e-9
+
+    assert tick_loop(0.01, clock, sample, wait) == 8
+    assert times == pytest.approx([0.0, 0.01, 0.02, 0.05, 0.06, 0.07, 0.08, 0.09])
+    assert waits == pytest.approx([0.01, 0.01, 0.005] + [0.01] * 5)
+
+
+def test_threaded_sampler_runs_its_thread_in_virtual_time():
+    """The real sampler thread, its waits advancing a virtual clock: 5 ms period up to 1 s is
+    200 reads (t = 0 … 0.995 s); every 10th read fails, so 20 lost and 180 stored, the last
+    stored at 0.990 s (read 200, at 0.995 s, is lost)."""
+    clock, done = VirtualClock(), threading.Event()
+
+    def tick_wait(delay_s):
+        clock.t_s += delay_s
+        if clock.t_s >= 1.0 - 1e-9:
+            done.set()
+            return True
+        return False
+
+    reader = FakeReader(clock, fail=lambda n: n % 10 == 0)
+    sampler = PowerSampler(reader, period_s=0.005, clock=clock, tick_wait=tick_wait,
+                           edge_samples=False).start()
+    thread = sampler._thread
+    assert thread is not None and thread.is_alive()
+    assert done.wait(timeout=60), "the sampler thread never reached t = 1 s of virtual time"
+    sampler.stop()
+    assert not thread.is_alive() and not sampler.running
+    assert reader.n_reads == 200 and (sampler.n_samples, sampler.n_lost) == (180, 20)
     t = sampler.samples()["t_s"].to_numpy()
-    assert np.all(np.diff(t) > 0)
-    n = sampler.n_samples
-    time.sleep(0.03)
-    assert sampler.n_samples == n  # stopped means stopped
-    stats = sampler.stats()
-    assert stats["n_samples"] == n and 0 <= stats["thread_cpu_s"] <= stats["thread_wall_s"] + 0.05
+    assert t[0] == 0.0 and t[-1] == pytest.approx(0.990) and np.all(np.diff(t) > 0)
+    # 12 W (10 GPU + 2 CPU) from the first to the last sample: 12 W * 0.99 s
+    assert sampler.measure(0.0, 0.990).energy_j == pytest.approx(11.88)
+    assert sampler.stats()["n_samples"] == 180 and sampler.stats()["thread_wall_s"] > 0
+
+
+def test_real_time_wait_returns_at_once_when_stop_is_set():
+    stop = threading.Event()
+    wait = stop_event_wait(stop)
+    assert wait(0.0) is False
+    stop.set()
+    assert wait(3600.0) is True  # a long wait is the stop event's: stop() interrupts it
+
+
+def test_threaded_sampler_in_real_time_starts_and_stops():
+    with PowerSampler(FakeReader(time.monotonic), period_s=0.005) as sampler:
+        thread = sampler._thread
+        assert thread is not None and thread.is_alive() and sampler.running
+    assert not thread.is_alive() and not sampler.running and sampler._thread is None
 
 
 def test_single_rail_reader():

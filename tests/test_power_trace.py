@@ -11,8 +11,8 @@ import pytest
 from test_power import CPU, GPU, SYS, VirtualClock, drive, virtual_run
 
 from dvfslab.hw.base import PowerReadError
-from dvfslab.measure.sampler import (
-    PowerSampler,
+from dvfslab.measure.sampler import PowerSampler
+from dvfslab.measure.trace import (
     ReplayPowerReader,
     SampleFileError,
     load_samples,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-import time
+import threading
 
 import numpy as np
 import pandas as pd
@@ -130,20 +130,29 @@ def test_live_panel_refresh_draws_rails_total_clock_load_and_temperature(backend
     assert px.std() > 20  # a drawn figure, not a blank canvas
 
 
-def test_live_panel_start_stop_thread_samples_in_real_time(backend):
-    panel = LivePowerPanel(backend, refresh_s=0.05, sample_period_s=0.01)
+def test_live_panel_thread_refreshes_until_its_wait_says_stop(backend):
+    """The real refresh thread on a frozen clock: each wait is the full refresh interval, and
+    the third says stop, so exactly 3 refreshes and 3 samples (a virtual-time sampler is read
+    once per tick)."""
+    sampler = PowerSampler(backend.power, clock=backend.clock, threaded=False)
+    waits, stop_disabled, done = [], [], threading.Event()
+
+    def wait(delay_s):
+        waits.append(delay_s)
+        stop_disabled.append(panel.stop_button.disabled)
+        if len(waits) == 3:
+            done.set()
+            return True
+        return False
+
+    panel = LivePowerPanel(backend, sampler=sampler, refresh_s=0.05, now=lambda: 0.0, wait=wait)
     panel.start()
-    assert panel.stop_button.disabled is False and panel.start_button.disabled is True
-    deadline = time.monotonic() + 5
-    while panel.n_refreshes < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert done.wait(timeout=60), "the live panel thread never refreshed 3 times"
     panel.stop()
-    assert panel.n_refreshes >= 3 and panel.error is None
-    assert not panel.sampler.running and panel.sampler.n_samples >= 3
+    assert panel.n_refreshes == 3 and panel.error is None and sampler.n_samples == 3
+    assert waits == [0.05] * 3 and stop_disabled == [False] * 3  # Stop was live while running
+    assert not sampler.running and panel._thread is None
     assert panel.start_button.disabled is False and panel.stop_button.disabled is True
-    n = panel.n_refreshes
-    time.sleep(0.15)
-    assert panel.n_refreshes == n  # really stopped
 
 
 def test_live_panel_needs_a_power_reader(backend):

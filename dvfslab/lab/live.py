@@ -205,12 +205,15 @@ class LivePowerPanel:
     (:class:`SimLoad`); ``None`` on hardware, where the sampler thread samples by itself.
     :meth:`refresh` redraws from the sampler's samples; :meth:`tick` advances then refreshes;
     :meth:`run` does a bounded number of ticks in the calling thread (notebooks executed
-    headless); Start/Stop run :meth:`tick` from a background thread.
+    headless); Start/Stop run :meth:`tick` from a background thread, which reads ``now`` and
+    waits with ``wait(delay_s)`` (True: stop) between refreshes.
     """
 
     def __init__(self, backend: Backend, sampler: PowerSampler | None = None, *,
                  advance: Callable[[float], None] | None = None, refresh_s: float = 0.25,
-                 window_s: float = 30.0, sample_period_s: float | None = None):
+                 window_s: float = 30.0, sample_period_s: float | None = None,
+                 now: Callable[[], float] = time.monotonic,
+                 wait: Callable[[float], bool] | None = None):
         if backend.power is None:
             raise DvfsError(f"backend {backend.name!r} has no power reader "
                             f"({backend.description.get('power_error', 'no rails found')}); "
@@ -232,6 +235,10 @@ class LivePowerPanel:
         self.n_refreshes = 0
         self.board_lock = threading.RLock()
         self._stop = threading.Event()
+        # the refresh thread's clock and wait (``wait(delay_s) -> True`` to stop); a test
+        # injects virtual ones, the default waits on the stop event
+        self._now = now
+        self._wait = wait or self._stop.wait
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self._build()
@@ -285,10 +292,10 @@ class LivePowerPanel:
         n = max(1, math.ceil(seconds / self.refresh_s))
         self._ensure_sampler()
         for _ in range(n):
-            t0 = time.monotonic()
+            t0 = self._now()
             self.tick()
             if pace:
-                time.sleep(max(0.0, self.refresh_s - (time.monotonic() - t0)))
+                time.sleep(max(0.0, self.refresh_s - (self._now() - t0)))
 
     def exclusive_guard(self) -> threading.RLock | None:
         """What a sweep on the same board must hold while it runs: the panel's board lock on a
@@ -312,12 +319,14 @@ class LivePowerPanel:
         self._thread.start()
 
     def _loop(self, duration_s: float | None) -> None:
-        end = math.inf if duration_s is None else time.monotonic() + duration_s
+        now = self._now
+        end = math.inf if duration_s is None else now() + duration_s
         try:
-            while not self._stop.is_set() and time.monotonic() < end:
-                t0 = time.monotonic()
+            while not self._stop.is_set() and now() < end:
+                t0 = now()
                 self.tick()
-                self._stop.wait(max(0.0, self.refresh_s - (time.monotonic() - t0)))
+                if self._wait(max(0.0, self.refresh_s - (now() - t0))):
+                    break
         except Exception as err:  # shown in the panel, not lost in a thread
             self.error = f"{type(err).__name__}: {err}"
             self.readout.value = message_html(f"live panel stopped: {self.error}", "error")

@@ -1,239 +1,100 @@
-"""Power sampling in a background thread, named energy windows, saved traces and their replay.
+"""Power sampling: a thread (or a virtual-time driver) reads the rails; windows measure energy.
 
 :class:`PowerSampler` collects timestamped :class:`PowerSample`s from any
-:class:`~dvfslab.hw.base.PowerReader`, either from its own thread (real time) or from
-whoever calls :meth:`PowerSampler.sample_once` (the simulated board on its virtual clock).
-The thread only stores samples; windows are cut and integrated afterwards by the pure
-functions of :mod:`dvfslab.measure.energy` (trapezoid rule, interpolated window edges).
-
-Saved traces (``save``; format in :mod:`dvfslab.measure.trace`) are CSV or parquet with one
-column per rail (``<rail>_mw``) plus a sidecar ``<stem>.meta.json`` holding the rails, the
-total rails and the sampler settings; :class:`ReplayPowerReader` serves such a trace back
-through the same ``PowerReader`` API. See docs/power.md.
+:class:`~dvfslab.hw.base.PowerReader`, either from its own thread (real time, :func:`tick_loop`)
+or from whoever calls :meth:`PowerSampler.sample_once` (the simulated board on its virtual
+clock). It is assembled from small parts: the samples live in a
+:class:`~dvfslab.measure.store.SampleStore`; windows are booked by
+:class:`~dvfslab.measure.windows.WindowBook` and integrated afterwards by the pure functions of
+:mod:`dvfslab.measure.energy` (trapezoid rule, interpolated window edges); the idle baseline is
+:func:`~dvfslab.measure.windows.measure_idle_window`; ``save`` is
+:func:`dvfslab.measure.trace.save_sampler` (CSV/parquet plus a sidecar JSON), and
+:class:`ReplayPowerReader` serves a saved trace back. See docs/power.md.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import math
-import operator
 import os
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dvfslab.hw.base import DvfsError, PowerReader, PowerSample
-from dvfslab.measure.energy import (
-    EnergyInputError,
-    Measurement,
-    SampleArrays,
-    integrate_energy,
-    integrate_rails,
-    integrate_total,
-    integrate_window,
-    measure_window,
+from dvfslab.hw.base import PowerReader, PowerSample
+from dvfslab.measure.energy import Measurement, SampleArrays, measure_window
+from dvfslab.measure.loop import (
+    DEFAULT_PERIOD_S,
+    Wait,
+    cuda_synchronizer,
+    default_period_s,
+    resolve_period,
+    stop_event_wait,
+    tick_loop,
 )
-from dvfslab.measure.trace import (
-    ReplayPowerReader,
-    SampleFileError,
-    load_samples,
-    rail_column,
-    samples_frame,
-    sidecar_path,
-    write_trace,
+from dvfslab.measure.store import SampleStore
+from dvfslab.measure.trace import ReplayPowerReader, samples_frame, save_sampler
+from dvfslab.measure.windows import (
+    SamplerError,
+    WindowBook,
+    WindowError,
+    WindowResult,
+    measure_idle_window,
 )
 
-__all__ = [
-    "DEFAULT_PERIOD_S", "EnergyInputError", "Measurement", "PowerSampler", "ReplayPowerReader",
-    "SampleFileError", "SamplerError", "WindowError", "default_period_s", "integrate_energy",
-    "integrate_rails", "integrate_total", "integrate_window", "load_samples", "rail_column",
-    "sidecar_path",
+__all__ = [  # the sampler and the names its callers use with it
+    "DEFAULT_PERIOD_S", "PowerSampler", "ReplayPowerReader", "SamplerError", "WindowError",
+    "WindowResult", "default_period_s",
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PERIOD_S = 0.010  # when the reader does not expose its sensor's update interval
-MIN_DEFAULT_PERIOD_S = 0.001  # floor for a default taken from update_interval_s
-_IDLE_WINDOW = "dvfslab.measure.sampler:idle"  # distinct from any user window name
-_LONG_WAIT_S = 0.05  # waits longer than this are interruptible by stop()
-_MAX_LOST_SAVED = 1000
-
-
-class SamplerError(DvfsError):
-    """The sampler was used in a way it cannot serve (not started, no way to wait, ...)."""
-
-
-class WindowError(SamplerError):
-    """A window was begun twice, or ended without being open."""
-
-
-def default_period_s(reader: PowerReader) -> float:
-    """The reader's sensor refresh period when it exposes one (floored at 1 ms), else 10 ms."""
-    interval = getattr(reader, "update_interval_s", None)
-    if interval is not None and interval > 0:
-        return max(float(interval), MIN_DEFAULT_PERIOD_S)
-    return DEFAULT_PERIOD_S
-
-
-def _cuda_synchronizer() -> Callable[[], None] | None:
-    """``torch.cuda.synchronize`` when torch with CUDA is importable and available, else None."""
-    try:
-        import torch
-    except ImportError:
-        log.info("sync_cuda: torch is not importable; window edges are not synchronized")
-        return None
-    try:
-        available = bool(torch.cuda.is_available())
-    except Exception as err:  # a broken CUDA install must not break measurement
-        log.warning("sync_cuda: torch.cuda.is_available() failed (%s); not synchronizing", err)
-        return None
-    return torch.cuda.synchronize if available else None
-
-
-# --------------------------------------------------------------------------------------------
-# Storage
-# --------------------------------------------------------------------------------------------
-
-
-class _SampleStore:
-    """Append-only samples guarded by one lock, 8 bytes a value.
-
-    ``t`` holds the timestamps (bisected to cut windows); ``rows`` holds one interleaved row
-    per sample: ``t_s, rail_1 … rail_n, gpu_util_pct, gpu_freq_mhz`` (NaN when absent), so
-    storing a sample is one ``extend`` (this runs in the sampler thread at every tick).
-    """
-
-    def __init__(self, rails: tuple[str, ...]):
-        self.rails = rails
-        self.width = len(rails) + 3
-        pick = operator.itemgetter(*rails)  # one C call per sample instead of a comprehension
-        self._rail_values = (lambda p: (pick(p),)) if len(rails) == 1 else pick
-        self.lock = threading.Lock()
-        self.t = array("d")
-        self.rows = array("d")
-        self.lost = array("d")
-        self.has_util = self.has_freq = False
-
-    def append(self, s: PowerSample) -> None:
-        """Store one sample (caller holds ``lock``); KeyError for a missing rail, ValueError
-        when time runs backwards. Nothing is stored unless the whole row is valid."""
-        util, freq = s.gpu_util_pct, s.gpu_freq_mhz
-        row = array("d", (s.t_s, *self._rail_values(s.power_mw),
-                          math.nan if util is None else util, math.nan if freq is None else freq))
-        if self.t and row[0] < self.t[-1]:
-            raise ValueError(f"sample time {row[0]!r} s is before the previous sample {self.t[-1]!r} s")
-        self.t.append(row[0])
-        self.rows.extend(row)
-        self.has_util = self.has_util or util is not None
-        self.has_freq = self.has_freq or freq is not None
-
-    def extend(self, t_s: np.ndarray, rails_mw: Mapping[str, np.ndarray], util: np.ndarray | None,
-               freq: np.ndarray | None) -> None:
-        """Store many samples at once (caller holds ``lock``); same checks as :meth:`append`."""
-        t = np.asarray(t_s, dtype=float)
-        if t.size == 0:
-            return
-        cols = [t, *(np.broadcast_to(np.asarray(rails_mw[r], dtype=float), t.shape) for r in self.rails)]
-        cols += [np.full(t.shape, math.nan) if v is None else np.broadcast_to(np.asarray(v, dtype=float), t.shape)
-                 for v in (util, freq)]
-        if np.any(np.diff(t) < 0) or (self.t and t[0] < self.t[-1]):
-            raise ValueError("sample times must not decrease (within the block and after the stored samples)")
-        self.t.frombytes(t.tobytes())
-        self.rows.frombytes(np.column_stack(cols).tobytes())
-        self.has_util = self.has_util or util is not None
-        self.has_freq = self.has_freq or freq is not None
-
-    def arrays(self, t0_s: float | None = None, t1_s: float | None = None) -> SampleArrays:
-        """Copy of the samples covering ``[t0_s, t1_s]`` plus one neighbour on each side."""
-        with self.lock:
-            lo = 0 if t0_s is None else max(bisect.bisect_left(self.t, t0_s) - 1, 0)
-            hi = len(self.t) if t1_s is None else bisect.bisect_right(self.t, t1_s) + 1
-            block = self.rows[lo * self.width:hi * self.width]  # an array copy, not a view
-            lost = np.array(self.lost)
-            has_util, has_freq = self.has_util, self.has_freq
-        table = np.frombuffer(block, dtype=float).reshape(-1, self.width) if block else np.empty((0, self.width))
-        return SampleArrays(
-            t_s=table[:, 0],
-            rails_mw={r: table[:, 1 + i] for i, r in enumerate(self.rails)},
-            gpu_util_pct=table[:, -2] if has_util else None,
-            gpu_freq_mhz=table[:, -1] if has_freq else None,
-            lost_t_s=lost,
-        )
-
-
-@dataclass
-class WindowResult:
-    """Filled by :meth:`PowerSampler.window` when the ``with`` block exits."""
-
-    name: str
-    measurement: Measurement | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# Sampler
-# --------------------------------------------------------------------------------------------
 
 
 class PowerSampler:
     """Collect power samples and measure named energy windows.
 
-    ``threaded=True``: a daemon thread reads the sensor every ``period_s`` (sleeping to
-    absolute deadlines, so there is no drift). ``threaded=False``: nothing runs by itself; a
-    virtual-time driver (the simulated board) calls :meth:`sample_once` at each tick and the
-    sampler never sleeps. ``clock`` must be the reader's time base (``PowerSample.t_s``).
-    ``edge_samples`` takes one extra reading at each window edge, so the edges interpolate
-    between real readings rather than holding the last one.
+    ``threaded=True``: a daemon thread reads the sensor every ``period_s`` (:func:`tick_loop`;
+    ``tick_wait`` replaces its real-time wait, e.g. by a virtual clock's). ``threaded=False``:
+    nothing runs by itself; a virtual-time driver (the simulated board) calls
+    :meth:`sample_once` at each tick and the sampler never sleeps. ``clock`` must be the
+    reader's time base (``PowerSample.t_s``). ``edge_samples`` takes one extra reading at each
+    window edge, so the edges interpolate between real readings rather than holding the last
+    one. ``sleep`` is how :meth:`measure_idle` lets time pass when not given one.
     """
 
     def __init__(self, reader: PowerReader, period_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic, threaded: bool = True,
                  sync_cuda: bool = False, *, edge_samples: bool = True,
-                 sleep: Callable[[float], None] | None = None):
+                 sleep: Callable[[float], None] | None = None, tick_wait: Wait | None = None):
         self.reader = reader
         self.rails = tuple(reader.rails)
         self.total_rails = tuple(reader.total_rails)
         unknown = [r for r in self.total_rails if r not in self.rails]
         if unknown:
             raise SamplerError(f"reader {type(reader).__name__}: total rails {unknown} are not in its rails {list(self.rails)}")
-        self.period_s = self._resolve_period(reader, period_s)
+        self.period_s = resolve_period(reader, period_s)
         self.clock = clock
         self.threaded = threaded
         self.edge_samples = edge_samples
         self._sleep = sleep
-        self._sync = _cuda_synchronizer() if sync_cuda else None
+        self._sync = cuda_synchronizer() if sync_cuda else None
         self.idle_power_w: float | None = None
         self.idle_measurement: Measurement | None = None
         self.measurements: list[Measurement] = []
         self.last_error: BaseException | None = None
-        self._store = _SampleStore(self.rails)
-        self._open: dict[str, float] = {}
-        self._closed: set[str] = set()
+        self._store = SampleStore(self.rails)
+        self._windows = WindowBook()
         self._running = False
         self._stop_event = threading.Event()
+        self._tick_wait = tick_wait or stop_event_wait(self._stop_event)
         self._thread: threading.Thread | None = None
         self.thread_cpu_s = 0.0  # CPU s used by the sampler thread(s), added when one ends
         self.thread_wall_s = 0.0  # wall s they ran
-
-    @staticmethod
-    def _resolve_period(reader: PowerReader, period_s: float | None) -> float:
-        if period_s is None:
-            return default_period_s(reader)
-        if not period_s > 0:
-            raise SamplerError(f"period_s must be > 0 s, got {period_s!r}")
-        interval = getattr(reader, "update_interval_s", None)
-        if interval and period_s < interval:
-            log.warning("period %.4g s is shorter than the sensor's update interval %.4g s: "
-                        "consecutive samples will repeat readings", period_s, interval)
-        return float(period_s)
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -269,29 +130,11 @@ class PowerSampler:
         self.stop()
 
     def _loop(self) -> None:
-        """Thread body: sample, then sleep to the next absolute deadline (skip missed ones).
-
-        Nothing else happens per tick, so the thread costs one wake-up plus one read; its CPU
-        time (``time.thread_time``) is added to ``thread_cpu_s`` when it ends.
-        """
+        """Thread body: :func:`tick_loop`; its CPU time (``time.thread_time``) and wall time are
+        added to ``thread_cpu_s`` / ``thread_wall_s`` when it ends."""
         cpu0, wall0 = time.thread_time(), time.perf_counter()
-        period, clock, sample, sleep = self.period_s, self.clock, self.sample_once, time.sleep
-        stopped, wait_stop = self._stop_event.is_set, self._stop_event.wait
-        deadline = clock()
         try:
-            while not stopped():
-                sample()
-                deadline += period
-                now = clock()
-                if now > deadline:
-                    deadline += math.ceil((now - deadline) / period) * period
-                # short waits: time.sleep (its wake-up costs about half the CPU of Event.wait);
-                # long ones wait on the stop event so that stop() stays prompt
-                delay = deadline - now
-                if delay > _LONG_WAIT_S:
-                    wait_stop(delay)
-                elif delay > 0:
-                    sleep(delay)
+            tick_loop(self.period_s, self.clock, self.sample_once, self._tick_wait)
         finally:
             self.thread_cpu_s += time.thread_time() - cpu0
             self.thread_wall_s += time.perf_counter() - wall0
@@ -300,11 +143,16 @@ class PowerSampler:
 
     @property
     def n_samples(self) -> int:
-        return len(self._store.t)
+        return len(self._store)
 
     @property
     def n_lost(self) -> int:
         return len(self._store.lost)
+
+    def lost_t_s(self) -> list[float]:
+        """Times (sampler clock, s) of the reads that failed."""
+        with self._store.lock:
+            return [float(t) for t in self._store.lost]
 
     def sample_once(self) -> PowerSample | None:
         """Read one sample and store it; on any reader error count and log it, return None.
@@ -322,7 +170,7 @@ class PowerSampler:
                 n_lost, self.last_error = len(store.lost), err
             else:
                 return sample
-        err = self.last_error
+        err = self.last_error  # the except clause unbinds its name
         if n_lost <= 3 or n_lost % 100 == 0:
             log.warning("power read failed (%d lost so far): %s: %s", n_lost, type(err).__name__, err)
         return None
@@ -348,9 +196,7 @@ class PowerSampler:
 
     def begin_window(self, name: str) -> float:
         """Open window ``name`` now; return its start time (s, sampler clock)."""
-        if name in self._open:
-            raise WindowError(f"window {name!r} is already open (began at t={self._open[name]:.6f} s); "
-                              "end_window it first or use another name")
+        self._windows.check_can_begin(name)
         if not self._running:
             raise SamplerError(f"cannot begin window {name!r}: the sampler is not running; "
                                "call start() or use it as a context manager")
@@ -358,26 +204,23 @@ class PowerSampler:
         if self.edge_samples:
             self.sample_once()
         t0 = self.clock()
-        self._open[name] = t0
-        self._closed.discard(name)
+        self._windows.begin(name, t0)
         return t0
 
     def end_window(self, name: str) -> Measurement:
-        """Close window ``name`` and return what it measured."""
-        m = self._close(name)
+        """Close window ``name``, keep its measurement in ``measurements`` and return it."""
+        m = self.close_window(name)
         self.measurements.append(m)
         return m
 
-    def _close(self, name: str) -> Measurement:
-        if name not in self._open:
-            why = "it was already ended" if name in self._closed else "it was never begun"
-            raise WindowError(f"cannot end window {name!r}: {why}; open windows: {sorted(self._open)}")
+    def close_window(self, name: str) -> Measurement:
+        """Close window ``name`` and return what it measured, without keeping it."""
+        self._windows.check_can_end(name)
         self._sync_device()
         t1 = self.clock()
         if self.edge_samples:
             self.sample_once()
-        t0 = self._open.pop(name)
-        self._closed.add(name)
+        t0 = self._windows.end(name)
         return self.measure(t0, t1, name=name)
 
     @contextlib.contextmanager
@@ -406,16 +249,9 @@ class PowerSampler:
         if wait is None:
             raise SamplerError("a virtual-time sampler cannot wait for idle power by itself: pass "
                                "sleep= (the simulated board's advance function) or set idle_power_w")
-        if not seconds > 0:
-            raise SamplerError(f"idle measurement needs seconds > 0, got {seconds!r}")
         self.idle_power_w = None
-        self.begin_window(_IDLE_WINDOW)
-        try:
-            wait(seconds)
-        finally:
-            m = self._close(_IDLE_WINDOW)
-        self.idle_measurement = m
-        self.idle_power_w = m.avg_power_w
+        m = measure_idle_window(self.begin_window, self.close_window, seconds, wait)
+        self.idle_measurement, self.idle_power_w = m, m.avg_power_w
         return m.avg_power_w
 
     # -- data ---------------------------------------------------------------------------------
@@ -441,17 +277,4 @@ class PowerSampler:
         Both files are written atomically (see :mod:`dvfslab.measure.trace`); ``meta`` (e.g.
         ``{"source": "simulated"}``) goes into the sidecar. Returns the samples path.
         """
-        lost = [float(t) for t in self._store.lost]
-        sidecar = {
-            "rails": list(self.rails), "total_rails": list(self.total_rails),
-            "columns": {r: rail_column(r) for r in self.rails},
-            "update_interval_s": getattr(self.reader, "update_interval_s", None),
-            "period_s": self.period_s, "threaded": self.threaded,
-            "reader": type(self.reader).__name__, "n_samples": self.n_samples,
-            "n_lost": len(lost), "lost_t_s": lost[:_MAX_LOST_SAVED],
-            "idle_power_w": self.idle_power_w,
-            "windows": [m.to_dict() for m in self.measurements],
-            "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "meta": dict(meta or {}),
-        }
-        return write_trace(path, self.samples(), sidecar)
+        return save_sampler(self, path, meta)

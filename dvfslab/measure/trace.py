@@ -16,14 +16,20 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from dvfslab.core.files import jsonable
-from dvfslab.data.contract import atomic_write_bytes, atomic_write_json, atomic_write_text
+from dvfslab.core.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    jsonable,
+    utc_now,
+)
 from dvfslab.hw.base import DvfsError, PowerReadError, PowerSample
 from dvfslab.measure.energy import SampleArrays
 
@@ -31,6 +37,7 @@ log = logging.getLogger(__name__)
 
 TRACE_FORMAT = "dvfslab.measure.sampler-samples"
 TRACE_VERSION = 1
+MAX_LOST_SAVED = 1000  # lost-read times kept in a sidecar (the count is always complete)
 
 
 class SampleFileError(DvfsError):
@@ -71,6 +78,44 @@ def write_trace(path: str | os.PathLike, frame: pd.DataFrame, sidecar: dict) -> 
     atomic_write_json(sidecar_path(path), jsonable(meta))
     return path
 
+
+class SavedSampler(Protocol):
+    """What saving reads from a :class:`~dvfslab.measure.sampler.PowerSampler`."""
+
+    reader: Any
+    rails: tuple[str, ...]
+    total_rails: tuple[str, ...]
+    period_s: float
+    threaded: bool
+    idle_power_w: float | None
+    measurements: list
+
+    @property
+    def n_samples(self) -> int: ...
+    def lost_t_s(self) -> list[float]: ...
+    def samples(self) -> pd.DataFrame: ...
+
+
+def sampler_sidecar(sampler: SavedSampler, meta: Mapping | None = None) -> dict:
+    """What a sidecar records about ``sampler``: rails, settings, lost reads, idle, windows."""
+    lost = sampler.lost_t_s()
+    return {
+        "rails": list(sampler.rails), "total_rails": list(sampler.total_rails),
+        "columns": {r: rail_column(r) for r in sampler.rails},
+        "update_interval_s": getattr(sampler.reader, "update_interval_s", None),
+        "period_s": sampler.period_s, "threaded": sampler.threaded,
+        "reader": type(sampler.reader).__name__, "n_samples": sampler.n_samples,
+        "n_lost": len(lost), "lost_t_s": lost[:MAX_LOST_SAVED],
+        "idle_power_w": sampler.idle_power_w,
+        "windows": [m.to_dict() for m in sampler.measurements],
+        "saved_at": utc_now(),
+        "meta": dict(meta or {}),
+    }
+
+
+def save_sampler(sampler: SavedSampler, path: str | os.PathLike, meta: Mapping | None = None) -> Path:
+    """Write ``sampler``'s samples and its sidecar (see :func:`write_trace`)."""
+    return write_trace(path, sampler.samples(), sampler_sidecar(sampler, meta))
 
 
 def _has_pyarrow() -> bool:

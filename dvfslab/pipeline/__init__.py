@@ -1,0 +1,18 @@
+"""The notebook pipeline: notebooks 01-05 run by papermill on a dataset (``dvfslab pipeline``).
+
+The notebooks and the bundled simulated dataset ship inside this package (``notebooks/`` and
+``replay/``: links into the checkout, copies in an installed wheel).
+"""
+
+from dvfslab.pipeline.runner import (
+    NOTEBOOKS,
+    PipelineError,
+    default_data_dir,
+    read_summary,
+    run_pipeline,
+    save_figure,
+    update_summary,
+)
+
+__all__ = ["NOTEBOOKS", "PipelineError", "default_data_dir", "read_summary", "run_pipeline",
+           "save_figure", "update_summary"]

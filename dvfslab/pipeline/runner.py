@@ -24,13 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dvfslab.core.files import jsonable
-from dvfslab.data.contract import (
-    atomic_write_bytes,
-    atomic_write_json,
-    atomic_write_text,
-    load_dataset,
-)
+from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text, jsonable
+from dvfslab.data.contract import load_dataset
 from dvfslab.hw.base import DvfsError
 
 NOTEBOOKS: tuple[str, ...] = ("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
@@ -157,8 +152,8 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     """Run the notebook series on a dataset; return the output folder (see the module doc)."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     if data_dir is None and not data.exists():
-        raise PipelineError(f"the bundled dataset {data} is missing — generate it with `dvfslab simulate --out {data}` "
-                            "or pass --data DIR")
+        raise PipelineError(f"the bundled dataset {data} is missing: pass --data DIR, reinstall dvfslab, "
+                            "or in a checkout restore the link dvfslab/pipeline/replay -> ../../data/replay")
     ds = load_dataset(data)  # fail fast, with the dataset's own one-line reason
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     out.mkdir(parents=True, exist_ok=True)
