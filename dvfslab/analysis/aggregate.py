@@ -12,7 +12,7 @@ Everything downstream (features, model selection, governors, evaluation, plots) 
 * ``workloads``: the dataset's ``workloads.csv``.
 
 The per-workload feature table built from a sweep lives in :mod:`dvfslab.analysis.features`.
-Definitions follow docs/method.md ("Definitions"). A sweep is written to and read back from an
+Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read back from an
 output folder (``tables/sweep_*.csv`` + ``sweep.json``) at full float precision, which is how
 the notebooks chain.
 """
