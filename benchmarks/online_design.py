@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dvfslab.analysis import aggregate as F
+from dvfslab import analysis as F
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset
 from dvfslab.governors import base as G

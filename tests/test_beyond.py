@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
-from dvfslab.analysis import aggregate as F
+from dvfslab import analysis as F
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset, write_dataset
 from dvfslab.governors import base as G

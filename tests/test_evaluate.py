@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from analysis_fixtures import make_dataset
 
-from dvfslab.analysis import aggregate as F
+from dvfslab import analysis as F
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset
 from dvfslab.governors import base as G

@@ -1,4 +1,9 @@
-"""Sweep tables, baselines, labels and the feature table (dvfslab.analysis.aggregate)."""
+"""Sweep tables, baselines and labels (dvfslab.analysis.aggregate) and the feature table
+(dvfslab.analysis.features).
+
+Expected numbers come from the hand-written sweep of ``analysis_fixtures.TINY_RUNS``; each
+assertion says how it was computed by hand.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,22 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset, optimal_freq
+from analysis_fixtures import (
+    ORIN_FREQS_MHZ,
+    make_dataset,
+    make_tiny_dataset,
+    optimal_freq,
+    tiny_frames,
+)
 
 from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import features as FT
 from dvfslab.data.contract import load_dataset, write_dataset
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return F.sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path_factory.mktemp("t") / "tiny")))
 
 
 @pytest.fixture(scope="module")
@@ -18,46 +35,31 @@ def ds(tmp_path_factory):
     return load_dataset(make_dataset(tmp_path_factory.mktemp("f") / "ds", reps=3, failed_runs=4))
 
 
-def _manual_mean(runs: pd.DataFrame, wid: str, col: str, policy: str = "fixed", freq: float | None = None) -> float:
-    values = [r[col] for _, r in runs.iterrows()
-              if r["workload_id"] == wid and r["policy"] == policy and r["status"] == "ok"
-              and (freq is None or r["gpu_freq_mhz"] == freq)]
-    return sum(values) / len(values)
+def _level(sweep: F.Sweep, wid: str, freq_mhz: float) -> pd.Series:
+    lv = sweep.levels
+    return lv[(lv["workload_id"] == wid) & (lv["freq_mhz"] == freq_mhz)].iloc[0]
 
 
-def test_level_means_average_only_ok_fixed_runs(ds):
-    sweep = F.sweep_from_dataset(ds)
-    wid = ds.workloads["workload_id"].iloc[0]  # the failed runs were added to the first workloads
-    assert (ds.runs["status"] == "failed").sum() == 4
-    row = sweep.levels[(sweep.levels["workload_id"] == wid) & (sweep.levels["freq_mhz"] == ORIN_FREQS_MHZ[0])].iloc[0]
-    assert row["n_ok"] == 3
-    assert row["energy_j"] == pytest.approx(_manual_mean(ds.runs, wid, "energy_j", freq=ORIN_FREQS_MHZ[0]), rel=1e-12)
-    assert row["time_s"] == pytest.approx(_manual_mean(ds.runs, wid, "time_s", freq=ORIN_FREQS_MHZ[0]), rel=1e-12)
-    assert len(sweep.levels) == len(ds.workloads) * len(ORIN_FREQS_MHZ)
+def test_level_means_average_only_ok_fixed_runs(tiny):
+    row = _level(tiny, "tiny-enc/sst2", 612.0)
+    assert row["n_ok"] == 2                      # the failed 1 J run is not counted
+    assert row["energy_j"] == pytest.approx(92.0)  # (90 + 94) / 2; with the failed run it would be 61.67
+    assert row["time_s"] == pytest.approx(20.0)
+    assert row["avg_power_w"] == pytest.approx(4.6)  # (90/20 + 94/20) / 2
+    assert len(tiny.levels) == 9                 # 3 workloads x 3 measured levels
 
 
-def test_maxn_baseline_is_the_mean_of_maxn_runs(ds):
-    sweep = F.sweep_from_dataset(ds)
-    wid = ds.workloads["workload_id"].iloc[3]
-    assert sweep.baseline.loc[wid, "baseline"] == "maxn"
-    assert np.isnan(sweep.baseline.loc[wid, "freq_mhz"])
-    assert sweep.baseline_of(wid)[0] == pytest.approx(_manual_mean(ds.runs, wid, "energy_j", policy="maxn"), rel=1e-12)
-
-
-def test_fmax_baseline_and_fallback_for_a_workload_without_maxn(tmp_path):
-    fmax = load_dataset(make_dataset(tmp_path / "fmax", baseline="fmax", models=["bert-tiny", "bert-base"]))
-    sweep = F.sweep_from_dataset(fmax)
-    assert set(sweep.baseline["baseline"]) == {"fmax"}
-    assert set(sweep.baseline["freq_mhz"]) == {1300.5}
-    wid = "bert-base/rte"
-    assert sweep.baseline_of(wid) == sweep.at(wid, 1300.5)
-
-    ds = load_dataset(make_dataset(tmp_path / "maxn", models=["bert-tiny", "bert-base"]))
-    runs = ds.runs[~((ds.runs["workload_id"] == wid) & (ds.runs["policy"] == "maxn"))]
-    part = write_dataset(tmp_path / "part", ds.meta, ds.workloads, runs)
-    base = F.sweep_from_dataset(part).baseline
-    assert base.loc[wid, "baseline"] == "fmax" and base.loc[wid, "freq_mhz"] == 1300.5
-    assert base.loc["bert-tiny/rte", "baseline"] == "maxn"
+def test_a_663_mhz_run_on_the_orin_table_aggregates_to_714(tiny):
+    # 663 MHz lies exactly half-way between 612 and 714 (the Orin table: ..., 612, 714, ...).
+    # The one snap rule (dvfslab.core.levels.snap_mhz) sends a tie to the higher level.
+    _, _, runs = tiny_frames()
+    second_714 = (runs["workload_id"] == "big-dec/qnli") & (runs["gpu_freq_mhz"] == 714.0) & (runs["rep"] == 1)
+    runs.loc[second_714, "gpu_freq_mhz"] = 663.0
+    levels = F.level_means(runs, ORIN_FREQS_MHZ).set_index(["workload_id", "freq_mhz"])
+    assert 663.0 not in set(levels.index.get_level_values("freq_mhz"))
+    assert levels.loc[("big-dec/qnli", 714.0), "n_ok"] == 2
+    assert levels.loc[("big-dec/qnli", 714.0), "energy_j"] == pytest.approx(175.0)  # (170 + 180) / 2
+    assert levels.loc[("big-dec/qnli", 612.0), "n_ok"] == 2                          # 612 gets nothing extra
 
 
 def test_measured_frequencies_snap_to_the_table(tmp_path):
@@ -68,20 +70,64 @@ def test_measured_frequencies_snap_to_the_table(tmp_path):
     assert 1300.5 in set(levels["freq_mhz"]) and 1300.0 not in set(levels["freq_mhz"])
 
 
-def test_optimal_levels_find_the_known_optimum(ds):
-    sweep = F.sweep_from_dataset(ds)
-    optima = F.optimal_levels(sweep)
+def test_nearest_measured_level_breaks_ties_upwards(tiny):
+    # big-dec/qnli was measured at 612, 714 and 1020 MHz; 867 is half-way between 714 and 1020
+    assert tiny.nearest_level("big-dec/qnli", 867.0) == 1020.0
+    assert tiny.nearest_level("big-dec/qnli", 866.0) == 714.0
+    assert tiny.nearest_level("big-dec/qnli", 306.0) == 612.0  # below every measured level
+
+
+def test_maxn_baseline_is_the_mean_of_maxn_runs(tiny):
+    assert tiny.baseline.loc["tiny-enc/sst2", "baseline"] == "maxn"
+    assert np.isnan(tiny.baseline.loc["tiny-enc/sst2", "freq_mhz"])
+    assert tiny.baseline_of("tiny-enc/sst2") == pytest.approx((122.0, 10.0))  # (120 + 124) / 2 J, 10 s
+    assert tiny.baseline_of("big-dec/qnli") == pytest.approx((250.0, 20.0))
+
+
+def test_fmax_baseline_and_fallback_for_a_workload_without_maxn(tmp_path):
+    fmax = load_dataset(make_dataset(tmp_path / "fmax", baseline="fmax", models=["bert-tiny", "bert-base"]))
+    sweep = F.sweep_from_dataset(fmax)
+    assert set(sweep.baseline["baseline"]) == {"fmax"}
+    assert set(sweep.baseline["freq_mhz"]) == {1300.5}
+
+    meta, wl, runs = tiny_frames()
+    runs = runs[~((runs["workload_id"] == "big-dec/qnli") & (runs["policy"] == "maxn"))]
+    base = F.sweep_from_dataset(write_dataset(tmp_path / "part", meta, wl, runs))
+    # big-dec/qnli lost its MAXN runs: its baseline is its highest measured level, 1020 MHz
+    assert base.baseline.loc["big-dec/qnli", "baseline"] == "fmax"
+    assert base.baseline.loc["big-dec/qnli", "freq_mhz"] == 1020.0
+    assert base.baseline_of("big-dec/qnli") == pytest.approx((192.0, 25.0))  # (190 + 194) / 2 J at 1020
+    assert base.baseline.loc["tiny-enc/sst2", "baseline"] == "maxn"
+
+
+def test_optimal_levels_by_hand(tiny):
+    optima = F.optimal_levels(tiny).set_index("workload_id")
+    # least mean energy: sst2 612 (92 J), qnli 714 (175 J), mrpc 510 (48 J)
+    assert optima["opt_freq_mhz"].to_dict() == {"tiny-enc/sst2": 612.0, "big-dec/qnli": 714.0,
+                                                "tiny-enc/mrpc": 510.0}
+    # 0-based index in the Orin table 306, 408, 510, 612, 714, ...
+    assert optima["opt_level_idx"].to_dict() == {"tiny-enc/sst2": 3, "big-dec/qnli": 4, "tiny-enc/mrpc": 2}
+    # saving vs MAXN: 100 (1 - 92/122), 100 (1 - 175/250), 100 (1 - 48/80)
+    assert optima.loc["tiny-enc/sst2", "oracle_saving_pct"] == pytest.approx(24.590163934426229)
+    assert optima.loc["big-dec/qnli", "oracle_saving_pct"] == pytest.approx(30.0)
+    assert optima.loc["tiny-enc/mrpc", "oracle_saving_pct"] == pytest.approx(40.0)
+    # mrpc's optimum is its lowest measured level: not a U-curve
+    assert optima["u_shaped"].to_dict() == {"tiny-enc/sst2": True, "big-dec/qnli": True, "tiny-enc/mrpc": False}
+    # paper labels rank the optima that occur: 510 -> 1, 612 -> 2, 714 -> 3
+    assert optima["paper_label"].to_dict() == {"tiny-enc/sst2": 2, "big-dec/qnli": 3, "tiny-enc/mrpc": 1}
+    summary = F.characterization_summary(optima.reset_index())
+    assert summary == {"sweet_spot_mhz": {"min": 510.0, "max": 714.0}, "u_shaped_fraction": pytest.approx(2 / 3),
+                       "n_workloads": 3}
+
+
+def test_optimal_levels_find_the_closed_form_optimum(ds):
+    # the toy generator puts each workload's minimum at optimal_freq(...) by construction
+    optima = F.optimal_levels(F.sweep_from_dataset(ds))
     wl = ds.workloads.set_index("workload_id")
     for _, row in optima.iterrows():
-        expected = optimal_freq(ORIN_FREQS_MHZ, wl.loc[row["workload_id"], "n_layers"], wl.loc[row["workload_id"], "avg_seq_len"])
-        assert row["opt_freq_mhz"] == expected
-        assert ORIN_FREQS_MHZ[row["opt_level_idx"]] == expected
+        w = wl.loc[row["workload_id"]]
+        assert row["opt_freq_mhz"] == optimal_freq(ORIN_FREQS_MHZ, w["n_layers"], w["avg_seq_len"])
     assert optima["u_shaped"].all()
-    ranks = sorted(optima["opt_freq_mhz"].unique())
-    assert all(optima["paper_label"] == optima["opt_freq_mhz"].map(lambda f: ranks.index(f) + 1))
-    summary = F.characterization_summary(optima)
-    assert summary["sweet_spot_mhz"] == {"min": ranks[0], "max": ranks[-1]}
-    assert summary["u_shaped_fraction"] == 1.0
 
 
 def test_u_shape_is_false_when_the_minimum_is_at_an_end(tmp_path):
@@ -92,25 +138,38 @@ def test_u_shape_is_false_when_the_minimum_is_at_an_end(tmp_path):
     assert F.characterization_summary(optima)["u_shaped_fraction"] == 0.0
 
 
-def test_feature_table_columns_and_values(ds):
-    sweep = F.sweep_from_dataset(ds)
-    table = F.feature_table(sweep).set_index("workload_id")
-    assert set(F.FEATURES) <= set(table.columns)
-    assert table.loc["pythia-70m/sst2", "is_decoder"] == 1.0 and table.loc["bert-base/sst2", "is_decoder"] == 0.0
-    wid = "bert-base/qnli"
-    assert table.loc[wid, "gpu_util_pct"] == pytest.approx(_manual_mean(ds.runs, wid, "gpu_util_pct", policy="maxn"))
-    assert table.loc["pythia-70m/sst2", "size_group"] == "> 70M"
-    assert table.loc["bert-small/sst2", "size_group"] == "<= 70M"
+def test_relative_levels_by_hand(tiny):
+    rel = F.relative_levels(tiny).set_index(["workload_id", "freq_mhz"])
+    row = rel.loc[("tiny-enc/sst2", 612.0)]
+    assert row["time_rel"] == pytest.approx(2.0)               # 20 s / 10 s
+    assert row["energy_rel"] == pytest.approx(92.0 / 122.0)    # 0.754
+    assert row["power_rel"] == pytest.approx(4.6 / 12.2)       # (4.5 + 4.7)/2 W over (12 + 12.4)/2 W
+
+
+def test_feature_table_columns_and_values(tiny):
+    table = FT.feature_table(tiny).set_index("workload_id")
+    assert set(FT.FEATURES) <= set(table.columns)
+    assert table["is_decoder"].to_dict() == {"tiny-enc/sst2": 0.0, "big-dec/qnli": 1.0, "tiny-enc/mrpc": 0.0}
+    assert table.loc["tiny-enc/sst2", "gpu_util_pct"] == pytest.approx(42.0)  # MAXN runs: (40 + 44) / 2
+    assert table.loc["big-dec/qnli", "gpu_util_pct"] == pytest.approx(90.0)
+    assert table.loc["big-dec/qnli", "size_group"] == "> 70M"                 # 162.3 M parameters
+    assert table.loc["tiny-enc/sst2", "size_group"] == "<= 70M"               # 4.4 M
+    assert table.loc["big-dec/qnli", "opt_level_idx"] == 4
+
+
+def test_size_groups_at_the_boundary():
+    groups = FT.size_group(pd.Series([70.0, 70.4, np.nan]))
+    assert list(groups) == ["<= 70M", "> 70M", "unknown"]  # the paper: > 70M vs <= 70M
 
 
 def test_usable_features_drop_empty_columns_and_keep_partial_ones(tmp_path):
     ds = load_dataset(make_dataset(tmp_path / "ds", missing={"hidden_size": 1.0, "avg_seq_len": 0.4}))
-    table = F.feature_table(F.sweep_from_dataset(ds))
-    used, dropped = F.usable_features(table)
+    table = FT.feature_table(F.sweep_from_dataset(ds))
+    used, dropped = FT.usable_features(table)
     assert "hidden_size" not in used and "no value" in dropped["hidden_size"]
     assert "avg_seq_len" in used and table["avg_seq_len"].isna().any()
     with pytest.raises(F.SweepError, match="no usable feature"):
-        F.usable_features(table, ["hidden_size", "not_a_column"])
+        FT.usable_features(table, ["hidden_size", "not_a_column"])
 
 
 def test_sweep_round_trips_through_files_exactly(ds, tmp_path):
@@ -138,6 +197,12 @@ def test_dataset_without_energy_is_refused(ds, tmp_path):
 
 def test_pick_splits_with_one_split():
     one = pd.DataFrame({"split": ["characterization"] * 3})
-    assert F.pick_splits(one) == ("characterization", "characterization")
+    assert FT.pick_splits(one) == ("characterization", "characterization")
     both = pd.DataFrame({"split": ["evaluation", "characterization"]})
-    assert F.pick_splits(both) == ("characterization", "evaluation")
+    assert FT.pick_splits(both) == ("characterization", "evaluation")
+
+
+def test_public_face_names_the_defining_modules():
+    import dvfslab.analysis as A
+
+    assert A.Sweep is F.Sweep and A.feature_table is FT.feature_table and A.FEATURES == FT.FEATURES

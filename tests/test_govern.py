@@ -11,7 +11,7 @@ import pytest
 from analysis_fixtures import make_dataset
 from test_cli_hardware import CHILD, ORIGINAL, cli, dvfslab, gone, limits, wait_for
 
-from dvfslab.analysis import aggregate as F
+from dvfslab import analysis as F
 from dvfslab.data.contract import load_dataset
 from dvfslab.governors import base as G
 from dvfslab.governors.curve import CurveGovernor, CurveModel

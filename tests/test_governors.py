@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset
 
-from dvfslab.analysis import aggregate as F
+from dvfslab import analysis as F
 from dvfslab.data.contract import load_dataset, write_dataset
 from dvfslab.governors import base as G
 

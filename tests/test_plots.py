@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 from analysis_fixtures import make_dataset  # noqa: E402
 
 from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import features as FT
 from dvfslab.analysis import plots as P
 from dvfslab.analysis import replay as E
 from dvfslab.analysis import selection as S
@@ -23,7 +24,7 @@ def frames(tmp_path_factory):
     ds = load_dataset(make_dataset(tmp_path_factory.mktemp("p") / "ds", models=["bert-tiny", "bert-base", "pythia-70m"],
                                    tasks=["sst2", "mrpc", "rte"]))
     sweep = F.sweep_from_dataset(ds)
-    table = F.feature_table(sweep)
+    table = FT.feature_table(sweep)
     optima = F.optimal_levels(sweep)
     train = list(table.loc[table["split"] == "characterization", "workload_id"])
     govs = G.build_governors(["maxn", "ffg", "oracle", "mlg-paper"], G.GovernorContext(sweep, table, train))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset
+from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset, make_tiny_dataset
 
 from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import features as FT
 from dvfslab.analysis import selection as S
+from dvfslab.data.contract import load_dataset
 from dvfslab.governors.base import TreeGovernor
 
 
@@ -16,10 +18,8 @@ from dvfslab.governors.base import TreeGovernor
 def known(tmp_path_factory):
     """Training workloads whose optimal level is a function of n_layers and avg_seq_len."""
     ds = make_dataset(tmp_path_factory.mktemp("s") / "ds", tasks=["sst2", "qnli", "mrpc"])
-    from dvfslab.data.contract import load_dataset
-
     sweep = F.sweep_from_dataset(load_dataset(ds))
-    table = F.feature_table(sweep)
+    table = FT.feature_table(sweep)
     return sweep, table
 
 
@@ -50,7 +50,7 @@ def test_results_are_tidy_one_row_per_model_scheme_group_metric(known):
     sweep, table = known
     every = S.candidate_models(quick=True)
     models = {n: m for n, m in every.items() if S.family(n) != "tree" or n == "tree(depth=2,leaf=1,gini)"}
-    preds = S.cross_validate(models, table, sweep, list(F.FEATURES))
+    preds = S.cross_validate(models, table, sweep, list(FT.FEATURES))
     metrics = S.fold_metrics(preds)
     n_wl, n_models = len(table), table["model"].nunique()
     assert len(metrics) == len(models) * (n_wl + n_models) * len(S.METRICS)
@@ -64,25 +64,48 @@ def test_results_are_tidy_one_row_per_model_scheme_group_metric(known):
                                       "majority"}
 
 
-def test_pooled_summary_is_the_mean_over_workloads(known):
-    sweep, table = known
-    models = {"knn": S.candidate_models(quick=True)["knn"]}
-    preds = S.cross_validate(models, table, sweep, ["params_m"])
-    summary = S.summarize_cv(S.fold_metrics(preds)).iloc[0]
-    lomo = preds[preds["scheme"] == "lomo"]
-    assert summary["lomo_accuracy"] == pytest.approx((lomo["pred_idx"] == lomo["true_idx"]).mean())
-    assert summary["lomo_regret_pct"] == pytest.approx(lomo["regret_pct"].mean())
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The hand-written sweep: sst2 -> 612 MHz (idx 3), qnli -> 714 (idx 4), mrpc -> 510 (idx 2)."""
+    sweep = F.sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path_factory.mktemp("t") / "tiny")))
+    return sweep, FT.feature_table(sweep)
 
 
-def test_regret_is_read_from_the_measured_sweep(known):
-    sweep, table = known
-    preds = S.cross_validate({"knn": S.candidate_models(quick=True)["knn"]}, table, sweep, ["params_m"], schemes=["loocv"])
-    for _, p in preds.iterrows():
-        wid = p["workload_id"]
-        e_pred = sweep.at(wid, ORIN_FREQS_MHZ[p["pred_idx"]])[0]
-        e_opt = sweep.at(wid, ORIN_FREQS_MHZ[p["true_idx"]])[0]
-        assert p["regret_pct"] == pytest.approx(100 * (e_pred - e_opt) / sweep.baseline_of(wid)[0])
-        assert (p["regret_pct"] == 0) == (p["pred_idx"] == p["true_idx"])
+def test_majority_yardstick_under_both_schemes_by_hand(tiny):
+    """Every prediction and regret below is worked out by hand from analysis_fixtures.TINY_RUNS.
+
+    ``majority`` predicts the most frequent training level; on a tie sklearn's
+    DummyClassifier(most_frequent) returns the smallest label (the lowest level).
+    Regret = 100 (E(predicted) - E(oracle)) / E(MAXN); a level a workload was not measured at
+    is read at its nearest measured level (ties: the higher).
+    """
+    sweep, table = tiny
+    preds = S.cross_validate({"majority": S.candidate_models(quick=True)["majority"]}, table, sweep, ["n_layers"])
+    got = preds.set_index(["scheme", "workload_id"])
+    loocv = {  # held out: trained on the other two (labels) -> prediction -> regret
+        "tiny-enc/sst2": (2, 100 * (105 - 92) / 122),  # {4, 2} tie -> 2 = 510 MHz: 105 J vs 92 J
+        "big-dec/qnli": (2, 100 * (200 - 175) / 250),  # {3, 2} tie -> 2 = 510, not measured -> 612: 200 J
+        "tiny-enc/mrpc": (3, 100 * (50 - 48) / 80),    # {3, 4} tie -> 3 = 612: 50 J vs 48 J
+    }
+    lomo = {  # held out: every task of one model
+        "tiny-enc/sst2": (4, 100 * (98 - 92) / 122),   # trained on big-dec only: {4} -> 714: 98 J
+        "tiny-enc/mrpc": (4, 100 * (54 - 48) / 80),    # same fold -> 714: 54 J
+        "big-dec/qnli": (2, 100 * (200 - 175) / 250),  # trained on tiny-enc: {3, 2} tie -> 2 -> 612
+    }
+    for scheme, expected in (("loocv", loocv), ("lomo", lomo)):
+        for wid, (idx, regret) in expected.items():
+            row = got.loc[(scheme, wid)]
+            assert (row["pred_idx"], row["pred_freq_mhz"]) == (idx, ORIN_FREQS_MHZ[idx]), (scheme, wid)
+            assert row["regret_pct"] == pytest.approx(regret), (scheme, wid)
+    assert list(preds.loc[preds["scheme"] == "lomo", "held_out"]) == ["tiny-enc", "tiny-enc", "big-dec"]
+
+    summary = S.summarize_cv(S.fold_metrics(preds)).set_index("model").loc["majority"]
+    assert summary["loocv_accuracy"] == 0.0
+    assert summary["loocv_within_one"] == pytest.approx(2 / 3)  # |2-3| = 1, |2-4| = 2, |3-2| = 1
+    assert summary["loocv_regret_pct"] == pytest.approx((1300 / 122 + 10.0 + 2.5) / 3)
+    assert summary["lomo_within_one"] == pytest.approx(1 / 3)   # |4-3| = 1, |4-2| = 2, |2-4| = 2
+    # pooled over the 3 workloads, not over the 2 folds ((6.209 + 10) / 2 = 8.10 would be wrong)
+    assert summary["lomo_regret_pct"] == pytest.approx((600 / 122 + 7.5 + 10.0) / 3)
 
 
 def test_fit_model_handles_one_class_and_tiny_training_sets():
@@ -96,12 +119,10 @@ def test_fit_model_handles_one_class_and_tiny_training_sets():
 
 
 def test_partly_missing_features_are_imputed(tmp_path):
-    from dvfslab.data.contract import load_dataset
-
     ds = load_dataset(make_dataset(tmp_path / "ds", tasks=["sst2", "qnli"], missing={"avg_seq_len": 0.5, "hidden_size": 1.0}))
     sweep = F.sweep_from_dataset(ds)
-    table = F.feature_table(sweep)
-    used, dropped = F.usable_features(table)
+    table = FT.feature_table(sweep)
+    used, dropped = FT.usable_features(table)
     assert "hidden_size" in dropped
     models = {n: S.candidate_models(quick=True)[n] for n in ("tree(depth=3,leaf=1,gini)", "knn", "logistic_regression")}
     preds = S.cross_validate(models, table, sweep, used)

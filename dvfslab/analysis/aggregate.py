@@ -1,17 +1,20 @@
-"""The sweep as tables, the per-workload feature table and the energy-optimal labels.
+"""The sweep as tables: level means, baselines and the energy-optimal level of every workload.
 
-Everything downstream (model selection, governors, evaluation, plots) works on a :class:`Sweep`:
+Everything downstream (features, model selection, governors, evaluation, plots) works on a
+:class:`Sweep`:
 
 * ``levels``: one row per (workload, GPU level) with the means over the repetitions whose
-  ``status`` is ``ok`` of time, energy and power (``policy == "fixed"`` runs only);
+  ``status`` is ``ok`` of time, energy and power (``policy == "fixed"`` runs only); a measured
+  frequency is put on its board level by :func:`dvfslab.core.levels.snap_mhz` (ties: higher);
 * ``baseline``: one row per workload with the mean of its baseline runs — the MAXN runs when
   the dataset has them, else (``baseline: "fmax"``, or a workload without an ok MAXN run) the
   highest level that workload was measured at;
 * ``workloads``: the dataset's ``workloads.csv``.
 
-Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read
-back from an output folder (``tables/sweep_*.csv`` + ``sweep.json``) at full float precision,
-which is how the notebooks chain.
+The per-workload feature table built from a sweep lives in :mod:`dvfslab.analysis.features`.
+Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read back from an
+output folder (``tables/sweep_*.csv`` + ``sweep.json``) at full float precision, which is how
+the notebooks chain.
 """
 
 from __future__ import annotations
@@ -24,15 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dvfslab.data.contract import Dataset, atomic_write_json, atomic_write_text
-from dvfslab.hw.base import DvfsError
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import atomic_write_json, atomic_write_text
+from dvfslab.core.levels import snap_mhz
+from dvfslab.data.contract import Dataset
 
-# Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
-PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
-FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m",)
 MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
-SIZE_SPLIT_M = 70.0  # the paper's size groups: params > 70M vs <= 70M
-SIZE_GROUPS = ("> 70M", "<= 70M")
 
 
 # pandas >= 3 parses floats exactly by default and deprecates the option that older ones need
@@ -44,10 +44,10 @@ class SweepError(DvfsError):
 
 
 def _snap(freqs: pd.Series, table: Sequence[float]) -> pd.Series:
-    """Map each measured frequency to the nearest entry of the board's table (MHz)."""
-    grid = np.asarray(sorted(table), dtype=float)
-    idx = np.abs(freqs.to_numpy(float)[:, None] - grid[None, :]).argmin(axis=1)
-    return pd.Series(grid[idx], index=freqs.index)
+    """Put each measured frequency on its board level (:func:`snap_mhz`: nearest, ties higher)."""
+    levels = [float(f) for f in table]
+    snapped = {f: snap_mhz(f, levels) for f in pd.unique(freqs.astype(float))}
+    return freqs.astype(float).map(snapped)
 
 
 def level_means(runs: pd.DataFrame, freq_table_mhz: Sequence[float]) -> pd.DataFrame:
@@ -117,9 +117,7 @@ class Sweep:
 
     def nearest_level(self, workload_id: str, freq_mhz: float) -> float:
         """The measured level of ``workload_id`` closest to ``freq_mhz`` (ties: the higher)."""
-        freqs = self.curve(workload_id)[0]
-        dist = np.abs(freqs - float(freq_mhz))
-        return float(freqs[np.flatnonzero(dist == dist.min())[-1]])
+        return snap_mhz(freq_mhz, self.curve(workload_id)[0].tolist())
 
     def at(self, workload_id: str, freq_mhz: float) -> tuple[float, float]:
         """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 MHz)."""
@@ -243,65 +241,3 @@ def long_form(frame: pd.DataFrame, value_cols: Iterable[str], id_cols: Iterable[
               var_name: str = "metric") -> pd.DataFrame:
     """Melt wide columns into a tidy (id..., metric, value) frame for faceted plots."""
     return frame.melt(id_vars=list(id_cols), value_vars=list(value_cols), var_name=var_name, value_name="value")
-
-
-# --------------------------------------------------------------------------------------------
-# Features
-# --------------------------------------------------------------------------------------------
-
-
-def size_group(params_m: pd.Series) -> pd.Series:
-    """The paper's size groups: ``"> 70M"`` / ``"<= 70M"``; unknown size -> ``"unknown"``."""
-    out = np.where(params_m > SIZE_SPLIT_M, SIZE_GROUPS[0], SIZE_GROUPS[1])
-    return pd.Series(np.where(params_m.isna(), "unknown", out), index=params_m.index)
-
-
-def feature_table(sweep: Sweep) -> pd.DataFrame:
-    """One row per workload: identity, split, the features of :data:`FEATURES`, the labels.
-
-    ``gpu_util_pct`` comes from the baseline runs (what a governor can observe before it picks
-    a level); ``is_decoder`` encodes ``model_type`` (NaN when unknown). Labels are those of
-    :func:`optimal_levels`.
-    """
-    wl = sweep.workloads.copy()
-    wl["is_decoder"] = wl["model_type"].map({"decoder": 1.0, "encoder": 0.0}).astype(float)
-    util = sweep.baseline["gpu_util_pct"].rename("gpu_util_pct")
-    wl = wl.merge(util, left_on="workload_id", right_index=True, how="left")
-    wl["size_group"] = size_group(wl["params_m"].astype(float))
-    for col in FEATURES:
-        wl[col] = wl[col].astype(float)
-    keep = ["workload_id", "model", "model_family", "model_type", "task", "split", "size_group", *FEATURES]
-    labels = optimal_levels(sweep).drop(columns=["model", "task", "split", "params_m"])
-    return wl[keep].merge(labels, on="workload_id")
-
-
-def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:
-    """Split candidate feature columns into used ones and dropped ones with the reason.
-
-    A column is dropped when it is absent or has no value at all in ``features`` (the training
-    rows); partly missing columns are kept and imputed (median) by the models.
-    """
-    used, dropped = [], {}
-    for col in candidates:
-        if col not in features.columns:
-            dropped[col] = "not in the feature table"
-        elif features[col].isna().all():
-            dropped[col] = "no value in any training workload"
-        else:
-            used.append(col)
-    if not used:
-        raise SweepError("no usable feature: every candidate feature is missing in the training workloads "
-                         f"({', '.join(dropped)}) — fill workloads.csv or gpu_util_pct in runs.csv")
-    return used, dropped
-
-
-def pick_splits(features: pd.DataFrame) -> tuple[str, str]:
-    """``(train_split, eval_split)``: characterization / evaluation, or the one split present.
-
-    A dataset with a single split trains and evaluates on it (the notebooks say so: the
-    learned policies' figures are then optimistic).
-    """
-    present = set(features["split"])
-    train = "characterization" if "characterization" in present else "evaluation"
-    test = "evaluation" if "evaluation" in present else "characterization"
-    return train, test

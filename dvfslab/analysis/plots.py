@@ -2,8 +2,9 @@
 
 Every function returns a :class:`matplotlib.figure.Figure` and takes ``simulated``: when true,
 the title says the data is simulated (the project's rule for data from the simulated board).
-The frames come from :mod:`dvfslab.analysis.aggregate`, :mod:`dvfslab.analysis.selection` and
-:mod:`dvfslab.analysis.replay`; the notebooks save the figures.
+The frames come from :mod:`dvfslab.analysis.aggregate`, :mod:`dvfslab.analysis.features`,
+:mod:`dvfslab.analysis.selection` and :mod:`dvfslab.analysis.replay`; the notebooks save the
+figures.
 """
 
 from __future__ import annotations

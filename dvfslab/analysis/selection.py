@@ -1,10 +1,11 @@
 """Model selection: which classifier predicts the energy-optimal GPU level best?
 
 The target is the optimal level's index in the board's frequency table (``opt_level_idx``),
-the inputs the workload features (:data:`dvfslab.analysis.aggregate.FEATURES`). Two cross-validations
-over the training (``characterization``) workloads:
+the inputs the workload features (:data:`dvfslab.analysis.features.FEATURES`). Two cross-validations
+over the training (``characterization``) workloads, both run by scikit-learn's
+``cross_val_predict``:
 
-* ``loocv`` — leave one workload out, as the paper did to tune its tree;
+* ``loocv`` — leave one workload out (``LeaveOneOut``), as the paper did to tune its tree;
 * ``lomo`` — leave one *model* out (``LeaveOneGroupOut`` over ``model``): every task of the
   held-out model is unseen, the honest test of generalization to a new network.
 
@@ -21,6 +22,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn import config_context
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.dummy import DummyClassifier
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import LeaveOneGroupOut, LeaveOneOut, cross_val_predict
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeClassifier
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from dvfslab.analysis.aggregate import Sweep
@@ -52,15 +65,6 @@ def candidate_models(quick: bool = False, seed: int = 0) -> dict[str, Any]:
     Every pipeline imputes missing feature values with the training median; distance- and
     gradient-based models also standardize.
     """
-    from sklearn.dummy import DummyClassifier
-    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
-    from sklearn.impute import SimpleImputer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.neighbors import KNeighborsClassifier
-    from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.tree import DecisionTreeClassifier
-
     def imp() -> SimpleImputer:
         return SimpleImputer(strategy="median", keep_empty_features=True)
 
@@ -85,27 +89,36 @@ def family(name: str) -> str:
     return name.split("(")[0]
 
 
-class _Constant:
-    """Predicts the only class seen in training (sklearn classifiers refuse one class)."""
-
-    def __init__(self, label: int):
-        self.label = label
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        return np.full(len(x), self.label)
-
-
 def fit_model(model: Any, x: np.ndarray, y: np.ndarray) -> Any:
-    """Clone and fit ``model``; adapts k-NN's k to tiny training sets, one class -> constant."""
-    from sklearn.base import clone
+    """Clone and fit ``model``, made safe for tiny training sets.
 
+    k-NN's k shrinks to the number of training rows; a training set with a single class gets
+    ``DummyClassifier(strategy="most_frequent")`` (some sklearn classifiers, e.g. logistic
+    regression, refuse one class).
+    """
     if len(np.unique(y)) == 1:
-        return _Constant(int(y[0]))
+        return DummyClassifier(strategy="most_frequent").fit(x, y)
     fitted = clone(model)
     final = fitted.steps[-1][1] if hasattr(fitted, "steps") else fitted
     if hasattr(final, "n_neighbors"):
         final.set_params(n_neighbors=min(final.n_neighbors, len(y)))
     return fitted.fit(x, y)
+
+
+class FoldSafe(ClassifierMixin, BaseEstimator):
+    """``estimator`` fitted by :func:`fit_model`: ``cross_val_predict`` clones and fits it once
+    per fold, so k-NN's k and the one-class case are adapted to each fold's training set."""
+
+    def __init__(self, estimator: Any = None):
+        self.estimator = estimator
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> FoldSafe:
+        self.fitted_ = fit_model(self.estimator, x, y)
+        self.classes_ = np.unique(y)
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.fitted_.predict(x)
 
 
 def _regret_pct(sweep: Sweep, wid: str, level_idx: int) -> float:
@@ -123,9 +136,6 @@ def cross_validate(models: Mapping[str, Any], features: pd.DataFrame, sweep: Swe
     Columns: model, family, scheme, held_out, workload_id, true_idx, pred_idx, pred_freq_mhz,
     regret_pct. A scheme with fewer than two groups is skipped (nothing to hold out).
     """
-    from sklearn import config_context
-    from threadpoolctl import threadpool_limits
-
     x = features[list(feature_cols)].to_numpy(float)
     y = features["opt_level_idx"].to_numpy(int)
     wids = features["workload_id"].to_numpy()
@@ -141,21 +151,17 @@ def cross_validate(models: Mapping[str, Any], features: pd.DataFrame, sweep: Swe
 
 def _cv_one(model: Any, name: str, scheme: str, x: np.ndarray, y: np.ndarray, wids: np.ndarray,
             models_col: np.ndarray, sweep: Sweep) -> list[dict]:
-    """Prediction rows of one model under one scheme."""
+    """Prediction rows of one model under one scheme, grouped by held-out group."""
     groups = wids if scheme == "loocv" else models_col
-    uniq = pd.unique(groups)
-    rows: list[dict] = []
-    if len(uniq) < 2:
-        return rows
-    for g in uniq:
-        test = groups == g
-        fitted = fit_model(model, x[~test], y[~test])
-        pred = np.asarray(fitted.predict(x[test]), dtype=int)
-        for wid, t, p in zip(wids[test], y[test], pred, strict=True):
-            rows.append({"model": name, "family": family(name), "scheme": scheme, "held_out": g,
-                         "workload_id": wid, "true_idx": int(t), "pred_idx": int(p),
-                         "pred_freq_mhz": sweep.freq_table_mhz[int(p)], "regret_pct": _regret_pct(sweep, wid, int(p))})
-    return rows
+    if len(pd.unique(groups)) < 2:
+        return []
+    cv = LeaveOneOut() if scheme == "loocv" else LeaveOneGroupOut()
+    pred = cross_val_predict(FoldSafe(model), x, y, groups=None if scheme == "loocv" else groups, cv=cv)
+    order = np.argsort(pd.factorize(groups)[0], kind="stable")  # held-out groups in order of appearance
+    return [{"model": name, "family": family(name), "scheme": scheme, "held_out": groups[i],
+             "workload_id": wids[i], "true_idx": int(y[i]), "pred_idx": int(pred[i]),
+             "pred_freq_mhz": sweep.freq_table_mhz[int(pred[i])],
+             "regret_pct": _regret_pct(sweep, wids[i], int(pred[i]))} for i in order]
 
 
 def fold_metrics(predictions: pd.DataFrame) -> pd.DataFrame:
@@ -223,8 +229,8 @@ def fit_tree_governor_dict(model: Any, features: pd.DataFrame, feature_cols: Seq
     x = features[list(feature_cols)].to_numpy(float)
     y = features["opt_level_idx"].to_numpy(int)
     fitted = fit_model(model, x, y)
-    if isinstance(fitted, _Constant):
-        freq = sweep.freq_table_mhz[fitted.label]
+    if len(np.unique(y)) == 1:  # one level for every training workload: a single leaf
+        freq = sweep.freq_table_mhz[int(y[0])]
         nodes = [{"freq_mhz": freq, "n": len(y)}]
         return {"format": "dvfslab-tree", "version": 1, "name": name, "features": list(feature_cols),
                 "impute": {}, "nodes": nodes, "freq_table_mhz": list(sweep.freq_table_mhz), "info": dict(info or {})}

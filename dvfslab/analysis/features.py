@@ -1,0 +1,80 @@
+"""The per-workload feature table: what a governor may look at, next to the level it should pick.
+
+:mod:`dvfslab.analysis.aggregate` turns runs into a :class:`~dvfslab.analysis.aggregate.Sweep`
+(level means, baselines, optimal levels); this module turns a sweep into one row per workload
+with the model's features (:data:`FEATURES`) and the labels of
+:func:`~dvfslab.analysis.aggregate.optimal_levels`, and decides which features and which
+splits the learned policies use. Definitions: docs/method.md ("Phase 2 — features").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from dvfslab.analysis.aggregate import Sweep, SweepError, optimal_levels
+
+# Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
+PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
+FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m",)
+SIZE_SPLIT_M = 70.0  # the paper's size groups: params > 70M vs <= 70M
+SIZE_GROUPS = ("> 70M", "<= 70M")
+
+
+def size_group(params_m: pd.Series) -> pd.Series:
+    """The paper's size groups: ``"> 70M"`` / ``"<= 70M"``; unknown size -> ``"unknown"``."""
+    out = np.where(params_m > SIZE_SPLIT_M, SIZE_GROUPS[0], SIZE_GROUPS[1])
+    return pd.Series(np.where(params_m.isna(), "unknown", out), index=params_m.index)
+
+
+def feature_table(sweep: Sweep) -> pd.DataFrame:
+    """One row per workload: identity, split, the features of :data:`FEATURES`, the labels.
+
+    ``gpu_util_pct`` comes from the baseline runs (what a governor can observe before it picks
+    a level); ``is_decoder`` encodes ``model_type`` (NaN when unknown). Labels are those of
+    :func:`optimal_levels`.
+    """
+    wl = sweep.workloads.copy()
+    wl["is_decoder"] = wl["model_type"].map({"decoder": 1.0, "encoder": 0.0}).astype(float)
+    util = sweep.baseline["gpu_util_pct"].rename("gpu_util_pct")
+    wl = wl.merge(util, left_on="workload_id", right_index=True, how="left")
+    wl["size_group"] = size_group(wl["params_m"].astype(float))
+    for col in FEATURES:
+        wl[col] = wl[col].astype(float)
+    keep = ["workload_id", "model", "model_family", "model_type", "task", "split", "size_group", *FEATURES]
+    labels = optimal_levels(sweep).drop(columns=["model", "task", "split", "params_m"])
+    return wl[keep].merge(labels, on="workload_id")
+
+
+def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:
+    """Split candidate feature columns into used ones and dropped ones with the reason.
+
+    A column is dropped when it is absent or has no value at all in ``features`` (the training
+    rows); partly missing columns are kept and imputed (median) by the models.
+    """
+    used, dropped = [], {}
+    for col in candidates:
+        if col not in features.columns:
+            dropped[col] = "not in the feature table"
+        elif features[col].isna().all():
+            dropped[col] = "no value in any training workload"
+        else:
+            used.append(col)
+    if not used:
+        raise SweepError("no usable feature: every candidate feature is missing in the training workloads "
+                         f"({', '.join(dropped)}) — fill workloads.csv or gpu_util_pct in runs.csv")
+    return used, dropped
+
+
+def pick_splits(features: pd.DataFrame) -> tuple[str, str]:
+    """``(train_split, eval_split)``: characterization / evaluation, or the one split present.
+
+    A dataset with a single split trains and evaluates on it (the notebooks say so: the
+    learned policies' figures are then optimistic).
+    """
+    present = set(features["split"])
+    train = "characterization" if "characterization" in present else "evaluation"
+    test = "evaluation" if "evaluation" in present else "characterization"
+    return train, test
