@@ -179,7 +179,7 @@ class PowerSampler:
         """Store readings taken at the times ``t_s`` (an array; rails in mW, one array per rail).
 
         For virtual-time drivers that compute a whole stretch of readings at once (the simulated
-        board's :meth:`~dvfslab.sim.board.SimPowerReader.read_ticks`); the samples then go
+        board's :meth:`~dvfslab.sim.backend.SimPowerReader.read_ticks`); the samples then go
         through the same windows and integration as those of :meth:`sample_once`. Raises
         ``KeyError`` for a missing rail and ``ValueError`` when time runs backwards (nothing is
         stored then). Returns the number of samples stored.
