@@ -1,4 +1,4 @@
-"""Overhead of :class:`dvfslab.harness.finetune.DvfsCallback` on the training step time.
+"""Overhead of :class:`dvfslab.harness.callback.DvfsCallback` on the training step time.
 
 The same fine-tuning run (a small random-init BERT on the synthetic SST-2 set, CPU or GPU,
 whatever torch finds) is repeated with and without the callback, interleaved (A B A B ...) so
@@ -35,8 +35,8 @@ for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
 from transformers import TrainerCallback  # noqa: E402
 
 from dvfslab.harness import glue  # noqa: E402
-from dvfslab.harness.finetune import DvfsCallback  # noqa: E402
-from dvfslab.harness.records import ModelSource, build_model, make_trainer  # noqa: E402
+from dvfslab.harness.callback import DvfsCallback  # noqa: E402
+from dvfslab.harness.hf import ModelSource, build_model, make_trainer  # noqa: E402
 from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
 from dvfslab.testing.fake_sysfs import build_board  # noqa: E402
 
