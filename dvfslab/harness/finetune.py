@@ -59,7 +59,7 @@ def _check_backend(backend: Backend) -> None:
             "or fine-tune for real with --backend jetson, nvml or none")
     if backend.power is None:
         warnings.warn(f"backend {backend.name!r} has no power reader: time and steps are recorded, "
-                      "energy is left empty (not measured)", EnergyNotMeasuredWarning, stacklevel=4)
+                      "energy is left empty (not measured)", EnergyNotMeasuredWarning, stacklevel=3)
 
 
 def _check_args(steps: int | None, epochs: float | None, batch_size: int, max_seq_len: int,
