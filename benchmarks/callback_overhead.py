@@ -1,4 +1,4 @@
-"""Overhead of :class:`dvfslab.harness.finetune.DvfsCallback` on the training step time.
+"""Overhead of :class:`dvfslab.harness.callback.DvfsCallback` on the training step time.
 
 The same fine-tuning run (a small random-init BERT on the synthetic SST-2 set, CPU or GPU,
 whatever torch finds) is repeated with and without the callback, interleaved (A B A B ...) so
@@ -14,7 +14,14 @@ process CPU time per step (all threads, the sampler's included), which neighbour
 Verdict: PASS when the whole interval is under +2 %, FAIL when it is all above, else
 INCONCLUSIVE.
 
+``--online`` instead runs the online governor's callback in real time on the fake board: each
+"step" sleeps ``T(f) = 0.02 + 12 / f`` s while the fake rails draw ``P(f) = 4 + 0.004 f + 6e-6 f^2``
+W, so the energies the threaded sampler measures carry real timer and sleep jitter; it prints the
+level chosen next to the true minimum (408 MHz). The unit tests run the same loop on a virtual
+clock, exactly.
+
     .venv/bin/python benchmarks/callback_overhead.py [--reps 16] [--steps 20] [--period-ms 10]
+    .venv/bin/python benchmarks/callback_overhead.py --online [--period-ms 2]
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
 from transformers import TrainerCallback  # noqa: E402
 
 from dvfslab.harness import glue  # noqa: E402
-from dvfslab.harness.finetune import DvfsCallback  # noqa: E402
-from dvfslab.harness.records import ModelSource, build_model, make_trainer  # noqa: E402
+from dvfslab.harness.callback import DvfsCallback  # noqa: E402
+from dvfslab.harness.hf import ModelSource, build_model, make_trainer  # noqa: E402
 from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
 from dvfslab.testing.fake_sysfs import build_board  # noqa: E402
 
@@ -72,6 +79,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch CPU threads (1: the training's CPU side is one Python thread, as on a "
                         "Jetson where the GPU computes; 2 on a 2-core box is the worst case)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--online", action="store_true", help="the online callback in real time (see above)")
     return p.parse_args(argv)
 
 
@@ -115,6 +123,42 @@ def one_run(args, tok, tokenized, model0, backend, with_callback: bool) -> tuple
     return timer, info
 
 
+def online_real_time(args) -> int:
+    """The online callback on the fake board with sleeping steps; 0 when it picks the true minimum."""
+    from types import SimpleNamespace
+
+    from dvfslab.harness.online_callback import OnlineDvfsCallback
+
+    def step_s(f):
+        return 0.02 + 12.0 / f
+
+    def power_w(f):
+        return 4.0 + 0.004 * f + 6e-6 * f * f
+
+    with tempfile.TemporaryDirectory() as tmp:
+        board = build_board(Path(tmp) / "orin", "agx-orin-jp6")
+        backend = open_backend(io=board.io(), state_dir=Path(tmp) / "state")
+        cb, state = OnlineDvfsCallback(backend, sample_period_s=args.period_ms / 1000.0), SimpleNamespace(global_step=0)
+        t0 = time.perf_counter()
+        with cb:
+            cb.on_train_begin(None, state, None)
+            for _ in range(cb.profiler.profiling_steps):
+                cb.on_step_begin(None, state, None)
+                f = board.state()["cur_freq_hz"] / 1e6
+                board.set_rail("VDD_GPU_SOC", 700.0 * power_w(f))
+                board.set_rail("VDD_CPU_CV", 300.0 * power_w(f))
+                time.sleep(step_s(f))
+                state.global_step += 1
+                cb.on_step_end(None, state, None)
+        levels = backend.clocks.levels_mhz()
+        truth = min(levels, key=lambda f: power_w(f) * step_s(f))
+        chosen = cb.profiler.chosen_mhz
+        print(f"online, real time: chose {chosen:g} MHz, true minimum {truth:g} MHz, "
+              f"{cb.profiler.profiling_steps} probing steps in {time.perf_counter() - t0:.2f} s wall; "
+              f"clocks restored: {board.state()['max_freq_hz'] == 1300500000}")
+    return 0 if chosen == truth else 1
+
+
 def bootstrap_ci(ratios: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95 % bootstrap interval of the median of the pair ratios."""
     import numpy as np
@@ -127,6 +171,8 @@ def bootstrap_ci(ratios: list[float], n: int = 2000, seed: int = 0) -> tuple[flo
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.online:
+        return online_real_time(args)
     import torch
 
     torch.set_num_threads(args.threads)

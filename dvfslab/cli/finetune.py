@@ -83,7 +83,7 @@ def run(args) -> int:
 
 
 def _print_warnings(caught) -> None:
-    from dvfslab.harness.finetune import EnergyNotMeasuredWarning
+    from dvfslab.harness.types import EnergyNotMeasuredWarning
 
     for w in caught:
         if issubclass(w.category, EnergyNotMeasuredWarning):

@@ -1,0 +1,74 @@
+"""What a fine-tuning run holds and must give back: the GPU clocks and the power sampler.
+
+Both are context managers, entered in one :class:`contextlib.ExitStack` by
+:class:`~dvfslab.harness.callback.DvfsCallback`, so whatever happens (a failed lock, an
+exception in training, Ctrl-C) the stack unwinds in reverse order: the sampler it started is
+stopped, then the clocks are reset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from dvfslab.core.levels import check_level, format_mhz
+from dvfslab.harness.types import FinetuneError
+from dvfslab.hw.base import Backend
+
+
+class ClockLease:
+    """The backend's GPU clocks for one run: :meth:`lock` levels, :meth:`release` once.
+
+    ``release`` (also on ``__exit__``) resets the clocks only if this lease locked them, and
+    only once; a later :meth:`lock` takes them again.
+    """
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.level_mhz: float | None = None
+        self._locked = False
+
+    @property
+    def locked(self) -> bool:
+        return self._locked
+
+    def lock(self, freq_mhz: float, *, nearest: bool = False) -> float:
+        """Lock the level for ``freq_mhz`` (exact, or snapped if ``nearest``); return it."""
+        clocks = self.backend.clocks
+        if clocks is None:
+            raise FinetuneError(f"backend {self.backend.name!r} has no GPU clock control, so "
+                                f"{format_mhz(freq_mhz)} MHz cannot be locked; use --backend jetson or "
+                                "nvml, or drop --freq")
+        level = check_level(freq_mhz, clocks.levels_mhz(), nearest=nearest)
+        if self._locked and level == self.level_mhz:
+            return level
+        self._locked = True  # reset() even if lock() fails half-way
+        clocks.lock(level)
+        self.level_mhz = level
+        return level
+
+    def release(self) -> None:
+        """Give the clocks back to the board (reset), if this lease locked them."""
+        if self._locked:
+            self._locked, self.level_mhz = False, None
+            self.backend.clocks.reset()
+
+    def __enter__(self) -> ClockLease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def sampler_lease(sampler) -> Iterator:
+    """Run ``sampler`` for the block: start it unless it runs already (a sweep's), and stop
+    on exit only a sampler started here. ``None`` (no power reader) passes through."""
+    if sampler is None or sampler.running:
+        yield sampler
+        return
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
