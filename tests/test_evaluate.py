@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from analysis_fixtures import make_dataset
 
+from dvfslab import governors as G
 from dvfslab.analysis import aggregate as F
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset
-from dvfslab.governors import base as G
 
 
 @pytest.fixture(scope="module")
