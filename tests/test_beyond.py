@@ -385,7 +385,7 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     """A small twin sweep (5 models, 1 rep, with steps.csv): 05 runs after 01-04 and its
     summary figures agree with the package recomputed here."""
     from dvfslab import cli
-    from dvfslab.governors.io import load_fixed
+    from dvfslab.governors.static import load_fixed
     from dvfslab.pipeline import runner as PL
 
     data = tmp_path / "sim"

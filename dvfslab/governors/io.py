@@ -25,7 +25,7 @@ from dvfslab.data.catalog import is_decoder_config
 from dvfslab.governors.curve import CurveGovernor, CurveModel
 from dvfslab.governors.errors import GovernorError, read_model_json
 from dvfslab.governors.limits import constrain
-from dvfslab.governors.static import load_fixed, save_fixed  # noqa: F401  (save_fixed: re-export)
+from dvfslab.governors.static import load_fixed
 from dvfslab.governors.tree import TreeGovernor, paper_tree
 
 POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online")
