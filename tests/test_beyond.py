@@ -19,12 +19,14 @@ import pandas as pd
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
+from dvfslab import governors as G
 from dvfslab import analysis as F
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset, write_dataset
-from dvfslab.governors import base as G
 from dvfslab.governors.curve import CurveGovernor, CurveModel, pick_level
-from dvfslab.governors.limits import ConstrainedOracle, SlowdownGuard, constrain, constraint_report
+from dvfslab.governors.curvefit import export_curve, fit_curve_model, fit_curve_pipelines
+from dvfslab.governors.fit import constraint_report
+from dvfslab.governors.limits import ConstrainedOracle, SlowdownGuard, constrain
 from dvfslab.governors.online import (
     OnlineGovernor,
     OnlineProfiler,
@@ -82,7 +84,7 @@ def curve_sweep(tmp_path_factory):
 
 def test_curve_model_finds_the_true_optimum_of_unseen_workloads(curve_sweep):
     sweep, table, train = curve_sweep
-    model = CurveModel.fit(sweep, table, train, alpha=1e-6)
+    model = fit_curve_model(sweep, table, train, alpha=1e-6)
     assert model.features == list(F.FEATURES)  # constant ones kept, harmless (unit scale, zero slope)
     gov = CurveGovernor(model)
     per = E.replay({"curve": gov}, sweep, table, sweep.workload_ids("evaluation"))
@@ -106,11 +108,11 @@ def test_curve_beats_one_fixed_level_when_the_optimum_moves(curve_sweep):
 
 def test_curve_model_saves_and_loads_as_json(curve_sweep, tmp_path):
     sweep, table, train = curve_sweep
-    gov = CurveGovernor(CurveModel.fit(sweep, table, train))
+    gov = CurveGovernor(fit_curve_model(sweep, table, train))
     gov.save(tmp_path / "curve.json")
     back = CurveGovernor.load(tmp_path / "curve.json")
     for w in table.to_dict("records"):
-        pd.testing.assert_frame_equal(back.predict_curves(w), gov.predict_curves(w))
+        assert back.predict_curves(w) == gov.predict_curves(w)
         assert back.decide(w) == gov.decide(w)
     w = {"n_layers": 8}  # every other feature missing: the training medians fill in
     assert back.decide(w) == gov.decide({**w, **gov.model.spec["impute"], "n_layers": 8})
@@ -121,12 +123,59 @@ def test_curve_model_saves_and_loads_as_json(curve_sweep, tmp_path):
         CurveModel.load(tmp_path / "none.json")
 
 
+def test_json_predictor_equals_the_sklearn_pipeline_on_held_out_rows(curve_sweep):
+    sweep, table, train = curve_sweep
+    fit = fit_curve_pipelines(sweep, table, train, alpha=0.5)
+    model = CurveModel(export_curve(fit))
+    held = table[table["split"] == "evaluation"].to_dict("records")
+    held.append({"n_layers": 7.0, "gpu_util_pct": float("nan")})  # missing features: the medians fill in
+    x = fit.design(held)
+    for part, key in (("energy", "energy_rel"), ("time", "time_rel")):
+        want = np.exp(fit.pipelines[part].predict(x))  # sklearn's path: impute, log, scale, ridge
+        got = np.array([model.predict(w)[key] for w in held])  # the board's path: JSON and math
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_curve_prediction_by_hand_for_a_one_feature_toy(tmp_path):
+    """Two workloads, 2 and 8 layers; at 612 MHz ln(E/E_b) = -0.1 and -0.3, at 714 MHz 0.
+
+    log layers: ln 2, ln 8 -> mean ln 4, (population) scale ln 2 -> standardized -1, +1.
+    Ridge (alpha 2, unpenalized intercept) at 612 MHz: intercept = mean y = -0.2,
+    slope = sum(x (y - mean)) / (sum x^2 + alpha) = (-0.1 - 0.1) / (2 + 2) = -0.05.
+    16 layers: x = (ln 16 - ln 4) / ln 2 = 2 -> ln(E/E_b) = -0.2 - 0.1 = -0.3.
+    """
+    wl, runs = [], []
+    for layers, y612 in ((2, -0.1), (8, -0.3)):
+        wid = f"toy-{layers}/a"
+        wl.append({"workload_id": wid, "model": f"toy-{layers}", "model_family": "toy", "model_type": "encoder",
+                   "params_m": 10.0, "n_layers": layers, "hidden_size": 512, "task": "a", "avg_seq_len": 40.0,
+                   "max_seq_len": 128, "batch_size": 16, "split": "characterization"})
+        runs += [_run(wid, "fixed", 612.0, 0, 120.0, 1000.0 * math.exp(y612), 60.0, 612.0),
+                 _run(wid, "fixed", 714.0, 0, 110.0, 1000.0, 60.0, 714.0),
+                 _run(wid, "maxn", None, 0, 100.0, 1000.0, 60.0, FMAX)]
+    runs = pd.DataFrame(runs)
+    runs.insert(0, "run_id", [f"r{i}" for i in range(len(runs))])
+    meta = {"source": "simulated", "device": {"board": "toy", "gpu": "none", "jetpack": "n/a", "power_mode": "MAXN"},
+            "freq_table_mhz": ORIN_FREQS_MHZ, "baseline": "maxn", "created_at": "2026-01-01T00:00:00Z",
+            "generator": "tests/test_beyond.py (hand computed)", "seed": 0}
+    sweep = F.sweep_from_dataset(write_dataset(tmp_path / "ds", meta, pd.DataFrame(wl), runs))
+    model = fit_curve_model(sweep, F.feature_table(sweep), ["toy-2/a", "toy-8/a"], alpha=2.0,
+                            candidates={"n_layers": "log"})
+    assert model.spec["mean"] == pytest.approx([math.log(4)]) and model.spec["scale"] == pytest.approx([math.log(2)])
+    for layers, ln_e in ((16, -0.3), (4, -0.2), (2, -0.15)):
+        pred = model.predict({"n_layers": layers})
+        assert pred["freq_mhz"] == [612.0, 714.0]
+        assert pred["energy_rel"] == pytest.approx([math.exp(ln_e), 1.0], rel=1e-6)
+        assert pred["time_rel"] == pytest.approx([1.2, 1.1], rel=1e-6)
+    assert CurveGovernor(model).decide({"n_layers": 16}) == 612.0
+
+
 @pytest.mark.parametrize("limit", [0.0, 20.0, 60.0, 150.0])
 def test_every_governor_meets_a_slowdown_limit_when_its_time_model_is_right(curve_sweep, limit):
     sweep, table, train = curve_sweep
     ctx = G.GovernorContext(sweep, table, train)
     govs = G.build_governors(["maxn", "ffg", "curve", "oracle"], ctx)
-    time_model = CurveModel.fit(sweep, table, train, alpha=1e-6)
+    time_model = fit_curve_model(sweep, table, train, alpha=1e-6)
     limited = {k: constrain(g, limit, time_model=time_model, sweep=sweep) for k, g in govs.items()}
     test = sweep.workload_ids("evaluation")
     per_c = E.replay(limited, sweep, table, test)
@@ -165,7 +214,7 @@ def test_a_limit_nothing_can_meet_falls_back_to_the_baseline():
 
 def test_slowdown_guard_steps_up_from_a_level_that_is_too_slow(curve_sweep):
     sweep, table, train = curve_sweep
-    model = CurveModel.fit(sweep, table, train, alpha=1e-6)
+    model = fit_curve_model(sweep, table, train, alpha=1e-6)
     row = table.iloc[0].to_dict()
     limit = 100.0 * (t_rel(612.0) - 1.0) + 1e-6  # 612 MHz is the lowest level within the limit
     assert SlowdownGuard(G.FixedGovernor(306.0), limit, model).decide(row) == 612.0
@@ -336,7 +385,7 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     """A small twin sweep (5 models, 1 rep, with steps.csv): 05 runs after 01-04 and its
     summary figures agree with the package recomputed here."""
     from dvfslab import cli
-    from dvfslab.governors.io import load_fixed
+    from dvfslab.governors.static import load_fixed
     from dvfslab.pipeline import runner as PL
 
     data = tmp_path / "sim"
@@ -360,7 +409,7 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     sweep = F.sweep_from_dataset(load_dataset(data))
     table = F.feature_table(sweep)
     train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    per = E.replay({"curve": CurveGovernor(CurveModel.fit(sweep, table, train))}, sweep, table,
+    per = E.replay({"curve": CurveGovernor(fit_curve_model(sweep, table, train))}, sweep, table,
                    sweep.workload_ids("evaluation"))
     assert per["regret_pct"].mean() == pytest.approx(gov["curve"]["mean_regret_pct"], rel=1e-9)
     assert CurveGovernor.load(out / "models" / "curve.json").decide(table.iloc[0].to_dict()) is not None

@@ -13,9 +13,12 @@ from test_cli_hardware import CHILD, ORIGINAL, cli, dvfslab, gone, limits, wait_
 
 from dvfslab import analysis as F
 from dvfslab.data.contract import load_dataset
-from dvfslab.governors import base as G
-from dvfslab.governors.curve import CurveGovernor, CurveModel
-from dvfslab.governors.io import features_from_hf_config, load_fixed, load_policy, save_fixed
+from dvfslab.governors.curve import CurveGovernor
+from dvfslab.governors.curvefit import fit_curve_model
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.fit import fit_ffg
+from dvfslab.governors.io import features_from_hf_config, load_policy
+from dvfslab.governors.static import load_fixed, save_fixed
 
 # the command run under `dvfslab govern`: exits with 7 when the GPU is pinned at the given Hz, else 1
 PINNED = ("import sys; d, hz = sys.argv[1], int(sys.argv[2]); "
@@ -31,8 +34,8 @@ def models(tmp_path_factory):
     sweep = F.sweep_from_dataset(load_dataset(make_dataset(root / "ds")))
     table = F.feature_table(sweep)
     train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    CurveGovernor(CurveModel.fit(sweep, table, train)).save(root / "curve.json")
-    save_fixed(G.FixedGovernor.fit(sweep, train), root / "ffg.json")
+    CurveGovernor(fit_curve_model(sweep, table, train)).save(root / "curve.json")
+    save_fixed(fit_ffg(sweep, train), root / "ffg.json")
     return root
 
 
@@ -100,7 +103,8 @@ def test_saved_curve_and_ffg_files_drive_govern(models, orin_jp6, capsys, fake_k
     assert limits(orin_jp6) == ORIGINAL
     # a level-only governor with a limit uses the curve model's time curve
     guarded = load_policy("ffg", models / "ffg.json", max_slowdown_pct=5.0, time_model=models / "curve.json")
-    pred = curve.predict_curves(feats).set_index("freq_mhz")["time_rel"]
+    curves = curve.predict_curves(feats)
+    pred = dict(zip(curves["freq_mhz"], curves["time_rel"], strict=True))
     got = guarded.decide(feats)
     assert got is None or pred[got] <= 1.05
 
@@ -142,7 +146,7 @@ def test_dvfs_callback_takes_the_new_governors(models, orin_jp6, tmp_path):
         cb.close()
         assert limits(orin_jp6) == ORIGINAL
     cb = DvfsCallback(backend, governor=OnlineProfiler(backend.clocks.levels_mhz()), features=feats)
-    with pytest.raises(G.GovernorError, match="chosen during the run"):
+    with pytest.raises(GovernorError, match="chosen during the run"):
         cb.start()
     cb.close()
     assert limits(orin_jp6) == ORIGINAL

@@ -1,56 +1,88 @@
-"""Each governor: MAXN, FFG, the paper's tree (both readings), learned trees, oracle, registry."""
+"""Each governor: MAXN, FFG, the paper's tree (both readings), learned trees, oracle, registry;
+the one snap rule; the board side loads and decides without pandas or dvfslab.analysis."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 
-import numpy as np
+import pandas as pd
 import pytest
-from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset
+from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
 from dvfslab import analysis as F
+from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset, write_dataset
-from dvfslab.governors import base as G
+from dvfslab.governors.base import GovernorContext, build_governors
+from dvfslab.governors.curvefit import fit_curve_model
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.fit import fit_ffg, oracle_from_sweep
+from dvfslab.governors.io import decide
+from dvfslab.governors.static import FixedGovernor, MaxnGovernor, save_fixed
+from dvfslab.governors.tree import TreeGovernor, paper_tree, prune
+
+# A hand-written sweep, three levels, baselines 100 J and 10 J (MAXN runs). By hand:
+#   E / E_b     510    612    714
+#   A (100 J)  0.95   0.80   0.78   -> A's least energy: 714 MHz
+#   B (10 J)   0.60   0.80   0.90   -> B's least energy: 510 MHz
+#   mean       0.775  0.80   0.84   -> FFG: 510 MHz (raw joules would say 714: 101, 88, 87 J)
+HAND = {"A": (100.0, {510.0: 95.0, 612.0: 80.0, 714.0: 78.0}),
+        "B": (10.0, {510.0: 6.0, 612.0: 8.0, 714.0: 9.0})}
+
+
+def write_sweep(path, energies, layers=None, times=None):
+    """A simulated toy dataset: ``energies`` = {model: (baseline_j, {freq: energy_j})}."""
+    wl, runs = [], []
+    for model, (e_b, curve) in energies.items():
+        wid = f"{model}/t"
+        wl.append({"workload_id": wid, "model": model, "model_family": "toy", "model_type": "encoder",
+                   "params_m": 10.0, "n_layers": (layers or {}).get(model, 4), "hidden_size": 256, "task": "t",
+                   "avg_seq_len": 40.0, "max_seq_len": 128, "batch_size": 16, "split": "characterization"})
+        for f, e in curve.items():
+            t = (times or {}).get(f, 100.0 * 1300.5 / f)
+            runs.append(_run(wid, "fixed", f, 0, t, e, 60.0, f))
+        runs.append(_run(wid, "maxn", None, 0, 100.0, e_b, 60.0, 1300.5))
+    runs = pd.DataFrame(runs)
+    runs.insert(0, "run_id", [f"r{i:04d}" for i in range(len(runs))])
+    meta = {"source": "simulated", "device": {"board": "toy", "gpu": "none", "jetpack": "n/a", "power_mode": "MAXN"},
+            "freq_table_mhz": ORIN_FREQS_MHZ, "baseline": "maxn", "created_at": "2026-01-01T00:00:00Z",
+            "generator": "tests/test_governors.py (hand-written)", "seed": 0}
+    write_dataset(path, meta, pd.DataFrame(wl), runs)
+    return F.sweep_from_dataset(load_dataset(path))
 
 
 @pytest.fixture(scope="module")
-def sweep_table(tmp_path_factory):
-    ds = load_dataset(make_dataset(tmp_path_factory.mktemp("g") / "ds", models=["bert-tiny", "pythia-70m", "bert-base",
-                                                                              "pythia-410m"]))
-    sweep = F.sweep_from_dataset(ds)
+def hand(tmp_path_factory):
+    sweep = write_sweep(tmp_path_factory.mktemp("hand") / "ds", HAND)
     return sweep, F.feature_table(sweep)
 
 
 def test_maxn_leaves_the_default_governor():
-    assert G.MaxnGovernor().decide({"workload_id": "x"}) is None
+    assert MaxnGovernor().decide({"workload_id": "x"}) is None
 
 
-def test_ffg_picks_the_least_mean_normalized_energy(sweep_table):
-    sweep, table = sweep_table
-    train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    ffg = G.FixedGovernor.fit(sweep, train)
-    scores = {f: np.mean([sweep.at(w, f)[0] / sweep.baseline_of(w)[0] for w in train]) for f in ORIN_FREQS_MHZ}
-    assert ffg.freq_mhz == min(scores, key=scores.get)
-    assert ffg.decide({"workload_id": "anything"}) == ffg.freq_mhz
+def test_ffg_is_the_least_mean_normalized_energy_stated_by_hand(hand):
+    sweep, _ = hand
+    ffg = fit_ffg(sweep, ["A/t", "B/t"])
+    assert ffg.freq_mhz == 510.0 and ffg.decide({"workload_id": "anything"}) == 510.0
+    assert fit_ffg(sweep, ["A/t"]).freq_mhz == 714.0
+    with pytest.raises(GovernorError, match="at least one"):
+        fit_ffg(sweep, [])
 
 
-def test_ffg_only_considers_levels_every_training_workload_ran_at(tmp_path, sweep_table):
-    sweep, table = sweep_table
-    train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    best = G.FixedGovernor.fit(sweep, train).freq_mhz
-    ds = load_dataset(sweep.dataset)
-    drop = (ds.runs["workload_id"] == train[0]) & (ds.runs["gpu_freq_mhz"] == best)
-    holed = F.sweep_from_dataset(write_dataset(tmp_path / "holed", ds.meta, ds.workloads, ds.runs[~drop]))
-    assert G.FixedGovernor.fit(holed, train).freq_mhz != best
+def test_ffg_only_considers_levels_every_training_workload_ran_at(tmp_path):
+    holed = {"A": HAND["A"], "B": (10.0, {612.0: 8.0, 714.0: 9.0})}  # B never ran at 510
+    sweep = write_sweep(tmp_path / "holed", holed)
+    assert fit_ffg(sweep, ["A/t", "B/t"]).freq_mhz == 612.0  # means: 612 -> 0.80, 714 -> 0.84
 
 
-def test_oracle_is_the_least_energy_level(sweep_table):
-    sweep, _ = sweep_table
-    oracle = G.OracleGovernor.from_sweep(sweep)
-    for wid in sweep.workload_ids():
-        freqs, energy, _ = sweep.curve(wid)
-        assert oracle.decide({"workload_id": wid}) == freqs[np.argmin(energy)]
-    with pytest.raises(G.GovernorError, match="not swept"):
+def test_oracle_is_each_workloads_least_energy_level_stated_by_hand(hand):
+    oracle = oracle_from_sweep(hand[0])
+    assert oracle.decide({"workload_id": "A/t"}) == 714.0
+    assert oracle.decide({"workload_id": "B/t"}) == 510.0
+    with pytest.raises(GovernorError, match="not swept"):
         oracle.decide({"workload_id": "unknown/model"})
 
 
@@ -68,30 +100,30 @@ def test_oracle_is_the_least_energy_level(sweep_table):
 ])
 def test_paper_tree_as_printed(layers, seq, util, long_seq, root):
     w = {"n_layers": layers, "avg_seq_len": seq, "gpu_util_pct": util}
-    assert G.TreeGovernor(G.paper_tree("long-seq")).decide(w) == long_seq
-    assert G.TreeGovernor(G.paper_tree("root")).decide(w) == root
+    assert TreeGovernor(paper_tree("long-seq")).decide(w) == long_seq
+    assert TreeGovernor(paper_tree("root")).decide(w) == root
 
 
 def test_paper_tree_reading_must_be_known():
-    with pytest.raises(G.GovernorError, match="long-seq"):
-        G.paper_tree("middle")
+    with pytest.raises(GovernorError, match="long-seq"):
+        paper_tree("middle")
 
 
 def test_missing_feature_uses_the_fill_in_value_or_says_what_is_missing():
-    tree = G.paper_tree()
-    with pytest.raises(G.GovernorError, match="avg_seq_len"):
-        G.TreeGovernor(tree).decide({"workload_id": "w", "n_layers": 4, "avg_seq_len": float("nan"), "gpu_util_pct": 50})
-    gov = G.TreeGovernor(tree, impute={"avg_seq_len": 40.0})
+    tree = paper_tree()
+    with pytest.raises(GovernorError, match="avg_seq_len"):
+        TreeGovernor(tree).decide({"workload_id": "w", "n_layers": 4, "avg_seq_len": float("nan"), "gpu_util_pct": 50})
+    gov = TreeGovernor(tree, impute={"avg_seq_len": 40.0})
     assert gov.decide({"n_layers": 4, "avg_seq_len": None, "gpu_util_pct": 50}) == 612.0
 
 
 def test_tree_saves_and_loads(tmp_path):
-    gov = G.TreeGovernor(G.paper_tree("root"), name="mine", impute={"gpu_util_pct": 40.0})
+    gov = TreeGovernor(paper_tree("root"), name="mine", impute={"gpu_util_pct": 40.0})
     gov.save(tmp_path / "t.json")
-    back = G.TreeGovernor.load(tmp_path / "t.json")
+    back = TreeGovernor.load(tmp_path / "t.json")
     assert back.name == "mine" and back.impute == {"gpu_util_pct": 40.0}
-    for w in ({"n_layers": 4, "avg_seq_len": 20, "gpu_util_pct": 10}, {"n_layers": 12, "avg_seq_len": 90, "gpu_util_pct": None}):
-        assert back.decide(w) == gov.decide(w)
+    assert back.decide({"n_layers": 4, "avg_seq_len": 20, "gpu_util_pct": 10}) == 1020.0
+    assert back.decide({"n_layers": 12, "avg_seq_len": 90, "gpu_util_pct": None}) == 816.0  # 40 % filled in
     assert "if gpu_util_pct <= 22" in back.describe()
 
 
@@ -106,36 +138,34 @@ def test_tree_saves_and_loads(tmp_path):
 def test_bad_tree_files_name_the_file_and_problem(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
-    with pytest.raises(G.GovernorError, match=message) as err:
-        G.TreeGovernor.load(path)
+    with pytest.raises(GovernorError, match=message) as err:
+        TreeGovernor.load(path)
     assert str(path) in str(err.value)
 
 
 def test_missing_tree_file_says_how_to_make_one(tmp_path):
-    with pytest.raises(G.GovernorError, match="notebook 03"):
-        G.TreeGovernor.load(tmp_path / "none.json")
+    with pytest.raises(GovernorError, match="notebook 03"):
+        TreeGovernor.load(tmp_path / "none.json")
 
 
-def test_registry_builds_every_governor(sweep_table):
-    sweep, table = sweep_table
-    train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    tree = {**G.paper_tree(), "name": "mlg"}
-    ctx = G.GovernorContext(sweep, table, train, trees={"mlg": tree})
-    govs = G.build_governors(["maxn", "ffg", "mlg-paper", "mlg", "oracle"], ctx)
+def test_registry_builds_every_governor(hand):
+    sweep, table = hand
+    ctx = GovernorContext(sweep, table, ["A/t", "B/t"], trees={"mlg": {**paper_tree(), "name": "mlg"}})
+    govs = build_governors(["maxn", "ffg", "mlg-paper", "mlg", "oracle"], ctx)
     assert {name: g.name for name, g in govs.items()} == {n: n for n in govs}
-    assert all(isinstance(g, G.Governor) for g in govs.values())
-    with pytest.raises(G.GovernorError, match="unknown governor 'nope'"):
-        G.build_governors(["nope"], ctx)
-    with pytest.raises(G.GovernorError, match="notebook 03"):
-        G.build_governors(["mlg"], G.GovernorContext(sweep, table, train))
+    assert govs["ffg"].freq_mhz == 510.0 and govs["oracle"].decide({"workload_id": "A/t"}) == 714.0
+    with pytest.raises(GovernorError, match="unknown governor 'nope'"):
+        build_governors(["nope"], ctx)
+    with pytest.raises(GovernorError, match="notebook 03"):
+        build_governors(["mlg"], GovernorContext(sweep, table, ["A/t"]))
 
 
-def test_paper_tree_in_the_registry_fills_missing_values_from_training(sweep_table):
-    sweep, table = sweep_table
-    train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    gov = G.build_governors(["mlg-paper"], G.GovernorContext(sweep, table, train))["mlg-paper"]
-    assert gov.impute["avg_seq_len"] == pytest.approx(table.loc[table["workload_id"].isin(train), "avg_seq_len"].median())
-    root = G.build_governors(["mlg-paper"], G.GovernorContext(sweep, table, train, options={"paper_util_split": "root"}))
+def test_paper_tree_in_the_registry_fills_missing_values_from_training(tmp_path):
+    sweep = write_sweep(tmp_path / "ds", {**HAND, "C": HAND["B"]}, layers={"A": 2, "B": 4, "C": 12})
+    table = F.feature_table(sweep)
+    gov = build_governors(["mlg-paper"], GovernorContext(sweep, table, ["A/t", "B/t", "C/t"]))["mlg-paper"]
+    assert gov.impute["n_layers"] == 4.0  # median of 2, 4, 12
+    root = build_governors(["mlg-paper"], GovernorContext(sweep, table, ["A/t"], options={"paper_util_split": "root"}))
     assert root["mlg-paper"].tree["info"]["util_split"] == "root"
 
 
@@ -143,14 +173,68 @@ def test_prune_collapses_splits_that_decide_the_same_level():
     nodes = [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 612.0, "n": 3},
              {"feature": "b", "threshold": 5.0, "left": 3, "right": 4}, {"freq_mhz": 612.0, "n": 1},
              {"freq_mhz": 612.0, "n": 2}]
-    assert G.prune(nodes) == [{"freq_mhz": 612.0, "n": 6}]
+    assert prune(nodes) == [{"freq_mhz": 612.0, "n": 6}]
     mixed = [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 510.0},
              {"feature": "b", "threshold": 5.0, "left": 3, "right": 4}, {"freq_mhz": 714.0}, {"freq_mhz": 714.0}]
-    pruned = G.prune(mixed)
-    assert pruned == [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 510.0},
-                      {"freq_mhz": 714.0, "n": 0}]
-    base = {k: v for k, v in G.paper_tree().items() if k != "nodes"}
-    for a, b in ((0.5, 9.0), (3.0, 1.0), (3.0, 7.0)):
-        w = {"a": a, "b": b}
-        assert G.TreeGovernor({**base, "nodes": mixed}).decide(w) == G.TreeGovernor({**base, "nodes": pruned}).decide(w)
-    assert G.prune(G.paper_tree()["nodes"]) == G.paper_tree()["nodes"]
+    assert prune(mixed) == [{"feature": "a", "threshold": 1.0, "left": 1, "right": 2}, {"freq_mhz": 510.0},
+                            {"freq_mhz": 714.0, "n": 0}]
+    assert prune(paper_tree()["nodes"]) == paper_tree()["nodes"]
+
+
+# --------------------------------------------------------------------------------------------
+# One snap rule: half-way between two levels goes up (devfreq's ceil), when run and when replayed
+# --------------------------------------------------------------------------------------------
+
+
+def _leaf_tree(freq_mhz, table=ORIN_FREQS_MHZ):
+    return {"format": "dvfslab-tree", "version": 1, "name": "leaf", "features": [], "impute": {},
+            "nodes": [{"freq_mhz": freq_mhz}], "freq_table_mhz": list(table), "info": {}}
+
+
+def test_a_663_mhz_leaf_runs_and_is_replayed_at_714(hand):
+    sweep, table = hand
+    on_table, bare = TreeGovernor(_leaf_tree(663.0)), TreeGovernor(_leaf_tree(663.0, table=()))
+    assert decide(on_table, {})[0] == 714.0  # 663 is half-way between 612 and 714
+    assert decide(bare, {}, levels_mhz=ORIN_FREQS_MHZ) == (714.0, "leaf: 714 MHz (nearest level to 663 MHz)")
+    assert decide(FixedGovernor(663.0), {}, levels_mhz=ORIN_FREQS_MHZ)[0] == 714.0
+    per = E.replay([on_table], sweep, table)
+    assert (per["freq_mhz"] == 714.0).all() and not per["snapped"].any()
+    per = E.replay([bare], sweep, table)  # the replay snaps a bare 663 the same way
+    assert (per["freq_mhz"] == 714.0).all() and per["snapped"].all()
+    assert per.set_index("workload_id").loc["A/t", "energy_j"] == pytest.approx(78.0)
+
+
+def test_fixed_governor_snaps_onto_its_table():
+    assert FixedGovernor(663.0, levels_mhz=ORIN_FREQS_MHZ).freq_mhz == 714.0
+    assert FixedGovernor(650.0, levels_mhz=ORIN_FREQS_MHZ).freq_mhz == 612.0
+    assert FixedGovernor(663.0).freq_mhz == 663.0  # no table: as given (the clocks snap it)
+
+
+# --------------------------------------------------------------------------------------------
+# Board side: loading a saved governor and deciding imports neither pandas nor the analysis
+# --------------------------------------------------------------------------------------------
+
+LOAD_AND_DECIDE = textwrap.dedent("""
+    import sys
+    import dvfslab.governors.io as m
+    feats = {"n_layers": 12, "avg_seq_len": 60.0, "gpu_util_pct": 50.0, "hidden_size": 768, "params_m": 110,
+             "is_decoder": 0}
+    for policy, path in [("mlg", sys.argv[1]), ("ffg", sys.argv[2]), ("curve", sys.argv[3])]:
+        level, why = m.decide(m.load_policy(policy, path), feats)
+        print(policy, level)
+    level, _ = m.decide(m.load_policy("ffg", sys.argv[2], max_slowdown_pct=10, time_model=sys.argv[3]), feats)
+    heavy = [k for k in sys.modules if k == "pandas" or k.startswith(("dvfslab.analysis", "sklearn"))]
+    assert not heavy, heavy
+""")
+
+
+def test_loading_and_deciding_needs_no_pandas_nor_analysis(hand, tmp_path):
+    sweep, table = hand
+    TreeGovernor({**paper_tree(), "name": "mlg"}).save(tmp_path / "mlg.json")
+    save_fixed(fit_ffg(sweep, ["A/t", "B/t"]), tmp_path / "ffg.json")
+    fit_curve_model(sweep, table, ["A/t", "B/t"]).save(tmp_path / "curve.json")
+    out = subprocess.run([sys.executable, "-c", LOAD_AND_DECIDE, *(str(tmp_path / f"{n}.json") for n in
+                                                                  ("mlg", "ffg", "curve"))],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["mlg 816.0", "ffg 510.0"]

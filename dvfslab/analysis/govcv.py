@@ -1,7 +1,8 @@
 """Governors head-to-head: the same cross-validation folds for every policy, plus Pareto points.
 
 :func:`cv_replay` holds out one workload (``loocv``) or one model with all its tasks
-(``lomo``) of the training workloads, builds every governor from the rest — the learned tree
+(``lomo``) of the training workloads (``sklearn.model_selection.LeaveOneGroupOut`` with the
+workload or the model as the group), builds every governor from the rest — the learned tree
 is refitted on the fold with the hyper-parameters notebook 03 selected, the curve model and
 FFG are refitted, the online governor and the oracle need no training — and replays the
 held-out workloads. The result has :func:`dvfslab.analysis.replay.replay`'s columns plus
@@ -14,14 +15,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+from sklearn.model_selection import LeaveOneGroupOut
 from tqdm.auto import tqdm
 
 from dvfslab.analysis import replay as E
 from dvfslab.analysis.aggregate import Sweep
 from dvfslab.governors.base import GovernorContext, build_governors
-from dvfslab.governors.curve import CurveModel
+from dvfslab.governors.curvefit import fit_curve_model
 from dvfslab.governors.limits import constrain_all
 
+#: scheme -> the column whose value is one group (held out together)
+SCHEMES = {"loocv": "workload_id", "lomo": "model"}
 STATIC = ("maxn", "online", "oracle", "mlg-paper")  # need no training workloads (mlg-paper: only fill-ins)
 
 
@@ -49,25 +53,34 @@ def cv_replay(sweep: Sweep, features: pd.DataFrame, names: Iterable[str], train_
     names = list(names)
     options = dict(options or {})
     train_ids = list(train_ids)
-    rows = features[features["workload_id"].isin(train_ids)]
+    rows = features[features["workload_id"].isin(train_ids)].reset_index(drop=True)
     full = fold_context(sweep, features, train_ids, None, feature_cols, options)
     static = build_governors([n for n in names if n in STATIC], full)
     out = []
-    groups = {s: pd.unique(rows["workload_id"] if s == "loocv" else rows["model"]) for s in schemes}
-    jobs = [(s, g) for s in schemes if len(groups[s]) >= 2 for g in groups[s]]  # one group: nothing to hold out
-    for scheme, group in tqdm(jobs, desc="governor CV", disable=not progress):
-        col = "workload_id" if scheme == "loocv" else "model"
-        held = list(rows.loc[rows[col] == group, "workload_id"])
+    for scheme, held, group in tqdm(list(cv_folds(rows, schemes)), desc="governor CV", disable=not progress):
         fold_train = [w for w in train_ids if w not in set(held)]
         ctx = fold_context(sweep, features, fold_train, tree_model if "mlg" in names else None, feature_cols, options)
         learned = build_governors([n for n in names if n not in STATIC], ctx)
         govs = {n: static.get(n, learned.get(n)) for n in names}
         if max_slowdown_pct is not None:
-            govs = constrain_all(govs, max_slowdown_pct, time_model=CurveModel.fit(sweep, features, fold_train),
+            govs = constrain_all(govs, max_slowdown_pct, time_model=fit_curve_model(sweep, features, fold_train),
                                  sweep=sweep)
         per = E.replay(govs, sweep, features, held)
         out.append(per.assign(scheme=scheme, held_out=group))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=[*E.PER_WORKLOAD_COLUMNS, "scheme", "held_out"])
+    if not out:
+        return pd.DataFrame(columns=[*E.PER_WORKLOAD_COLUMNS, "scheme", "held_out"])
+    return pd.concat(out, ignore_index=True)
+
+
+def cv_folds(rows: pd.DataFrame, schemes: Iterable[str]) -> Iterable[tuple[str, list[str], Any]]:
+    """``(scheme, held-out workload ids, group)`` per fold: ``LeaveOneGroupOut`` over the
+    scheme's group column; a scheme with a single group has nothing to hold out."""
+    for scheme in schemes:
+        groups = rows[SCHEMES[scheme]].to_numpy()
+        if len(set(groups)) < 2:
+            continue
+        for _, test in LeaveOneGroupOut().split(rows, groups=groups):
+            yield scheme, list(rows["workload_id"].iloc[test]), groups[test[0]]
 
 
 def pareto_points(summary: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:

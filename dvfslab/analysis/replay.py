@@ -4,7 +4,9 @@ For a workload ``w`` and a policy ``p`` (docs/method.md, "Evaluation definitions
 
 * the policy's level is ``p.decide(features of w)``; ``None`` replays the baseline runs;
   a level the workload was not measured at is replaced by its nearest measured level
-  (``snapped`` says so — e.g. the paper's tree on another board's frequency table);
+  (:meth:`Sweep.nearest_level`, the :func:`dvfslab.core.levels.snap_mhz` rule: ties go to the
+  higher level, as on the board) and ``snapped`` says so — e.g. the paper's tree on another
+  board's frequency table;
 * ``saving_pct = 100 (1 - E_p / E_b)``, ``slowdown_pct = 100 (T_p / T_b - 1)``,
   ``regret_pct = 100 (E_p - E_oracle) / E_b`` with means over the ok repetitions.
 
@@ -24,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from dvfslab.analysis.aggregate import Sweep
-from dvfslab.governors.base import Governor, GovernorError
+from dvfslab.governors.base import Governor
+from dvfslab.governors.errors import GovernorError
 
 PER_WORKLOAD_COLUMNS = ["policy", "workload_id", "model", "task", "split", "params_m", "size_group",
                         "decided_freq_mhz", "freq_mhz", "snapped", "energy_j", "time_s", "baseline_energy_j",

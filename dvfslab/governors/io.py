@@ -7,7 +7,7 @@
   (layers, hidden size, decoder or encoder, an estimate of the parameter count);
 * :func:`decide` runs the governor on those features and says why.
 
-File formats: trees are ``dvfslab-tree`` JSON (:mod:`dvfslab.governors.base`), curve models
+File formats: trees are ``dvfslab-tree`` JSON (:mod:`dvfslab.governors.tree`), curve models
 ``dvfslab-curve`` JSON (:mod:`dvfslab.governors.curve`), FFG ``{"format": "dvfslab-fixed", "version": 1,
 "freq_mhz": ...}``. Notebook 05 writes ``models/ffg.json`` and ``models/curve.json`` next to
 notebook 03's ``models/mlg.json``.
@@ -16,36 +16,19 @@ notebook 03's ``models/mlg.json``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dvfslab.core.levels import format_mhz, snap_mhz
 from dvfslab.data.catalog import is_decoder_config
-from dvfslab.data.contract import atomic_write_json
-from dvfslab.governors.base import (
-    FixedGovernor,
-    GovernorError,
-    TreeGovernor,
-    paper_tree,
-    read_model_json,
-)
 from dvfslab.governors.curve import CurveGovernor, CurveModel
+from dvfslab.governors.errors import GovernorError, read_model_json
 from dvfslab.governors.limits import constrain
+from dvfslab.governors.static import load_fixed
+from dvfslab.governors.tree import TreeGovernor, paper_tree
 
-FIXED_FORMAT = "dvfslab-fixed"
 POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online")
-
-
-def save_fixed(governor: FixedGovernor, path: str | os.PathLike) -> None:
-    """Write an FFG level as ``{"format": "dvfslab-fixed", "version": 1, "freq_mhz": f}``."""
-    atomic_write_json(path, {"format": FIXED_FORMAT, "version": 1, "name": governor.name, "freq_mhz": governor.freq_mhz})
-
-
-def load_fixed(path: str | os.PathLike) -> FixedGovernor:
-    spec = _read_json(path, "FFG file (models/ffg.json from notebook 05)")
-    if spec.get("format") != FIXED_FORMAT or "freq_mhz" not in spec:
-        raise GovernorError(f"{path}: not a dvfslab FFG file (expected \"format\": \"{FIXED_FORMAT}\" and freq_mhz)")
-    return FixedGovernor(float(spec["freq_mhz"]), name=str(spec.get("name", "ffg")))
 
 
 def _read_json(path: str | os.PathLike, what: str) -> dict:
@@ -117,8 +100,14 @@ def _first(cfg: Mapping[str, Any], *keys: str) -> float | None:
     return None
 
 
-def decide(governor: Any, features: Mapping[str, Any]) -> tuple[float | None, str]:
-    """``(level or None, one-line reason)``; a missing feature's error names the flag to pass."""
+def decide(governor: Any, features: Mapping[str, Any],
+           levels_mhz: Sequence[float] | None = None) -> tuple[float | None, str]:
+    """``(level or None, one-line reason)``; a missing feature's error names the flag to pass.
+
+    The governor's answer is mapped onto ``levels_mhz`` (default: the governor's own table,
+    ``levels_mhz`` of a tree or FFG file) with :func:`dvfslab.core.levels.snap_mhz` — ties go
+    to the higher level, as the clocks' ``lock(..., nearest=True)`` and the replay do.
+    """
     try:
         level = governor.decide(features)
     except GovernorError as err:
@@ -131,7 +120,11 @@ def decide(governor: Any, features: Mapping[str, Any]) -> tuple[float | None, st
     why = f"{governor.name}" + (f" with a {limit:g} % slowdown limit" if limit is not None else "")
     if level is None:
         return None, f"{why}: leave the clock to the board's default governor"
-    return float(level), f"{why}: {level:g} MHz"
+    table = levels_mhz if levels_mhz else getattr(governor, "levels_mhz", ())
+    snapped = snap_mhz(level, table) if table else float(level)
+    if snapped != float(level):
+        return snapped, f"{why}: {format_mhz(snapped)} MHz (nearest level to {float(level):g} MHz)"
+    return snapped, f"{why}: {format_mhz(snapped)} MHz"
 
 
 FEATURE_FLAGS = {"n_layers": "--layers", "hidden_size": "--hidden-size", "avg_seq_len": "--avg-seq-len",

@@ -8,33 +8,36 @@ governor meets it the way that is coherent with what it knows:
 * ``oracle`` uses the *measured* times: the least-energy measured level meeting the limit
   (the constrained upper bound, against which constrained regret is measured);
 * a governor that only names a level (``mlg``, ``mlg-paper``, ``ffg``) is wrapped in a
-  :class:`SlowdownGuard`: keep its level if a time model (a fitted :class:`CurveModel`)
-  predicts it meets the limit, else step *up* to the lowest level that does. On a U-shaped
-  energy curve whose minimum is at or below the governor's pick, that is the least-energy
-  level meeting the limit; the governor's own energy judgement is kept otherwise;
+  :class:`SlowdownGuard`: keep its level if a time model (a :class:`CurveModel`) predicts
+  it meets the limit, else step *up* to the lowest level that does;
 * ``maxn`` is the baseline (slowdown 0) and always meets a limit >= 0.
 
 When no level is predicted to meet the limit, every governor returns ``None``: the board's
-default dynamic clock (the baseline), which meets it by definition.
+default dynamic clock (the baseline), which meets it by definition. Plain Python: this is
+loaded by ``dvfslab govern --max-slowdown`` on a board. The report over a replay is
+:func:`dvfslab.governors.fit.constraint_report`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from dvfslab.analysis.aggregate import Sweep
-from dvfslab.governors.base import Governor, GovernorError, MaxnGovernor, OracleGovernor
+from dvfslab.core.levels import snap_mhz
+from dvfslab.governors.base import Governor
 from dvfslab.governors.curve import CurveModel, pick_level
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.static import MaxnGovernor, OracleGovernor
+
+if TYPE_CHECKING:
+    from dvfslab.analysis.aggregate import Sweep
 
 
 class SlowdownGuard:
     """Wrap a level-naming governor: step up from its pick until predicted slowdown <= limit."""
 
-    def __init__(self, base: Governor, max_slowdown_pct: float, time_model: CurveModel, name: str | None = None):
+    def __init__(self, base: Governor, max_slowdown_pct: float, time_model: CurveModel,
+                 name: str | None = None):
         self.base = base
         self.max_slowdown_pct = float(max_slowdown_pct)
         self.time_model = time_model
@@ -46,11 +49,11 @@ class SlowdownGuard:
             return None
         curves = self.time_model.predict(workload)
         limit = 1.0 + self.max_slowdown_pct / 100.0
-        levels = curves["freq_mhz"].to_numpy(float)
-        start = levels[np.abs(levels - float(f0)).argmin()]
-        for f, t in zip(levels, curves["time_rel"].to_numpy(float), strict=True):
+        levels = [float(f) for f in curves["freq_mhz"]]
+        start = snap_mhz(f0, levels)
+        for f, t in sorted(zip(levels, (float(t) for t in curves["time_rel"]), strict=True)):
             if f >= start and t <= limit:
-                return float(f) if f != start else float(f0)
+                return f
         return None
 
 
@@ -70,7 +73,8 @@ class ConstrainedOracle:
     def decide(self, workload: Mapping[str, Any]) -> float | None:
         wid = workload.get("workload_id")
         if wid not in self.choice_mhz:
-            raise GovernorError(f"oracle: workload {wid!r} was not swept; the oracle knows only measured workloads")
+            raise GovernorError(f"oracle: workload {wid!r} was not swept; "
+                                "the oracle knows only measured workloads")
         return self.choice_mhz[wid]
 
 
@@ -78,8 +82,8 @@ def constrained_oracle_freq(sweep: Sweep, workload_id: str, max_slowdown_pct: fl
     """Least-energy measured level with ``T / T_b - 1 <= limit`` (None: only the baseline does)."""
     freqs, energy, time = sweep.curve(workload_id)
     t_b = sweep.baseline_of(workload_id)[1]
-    curves = pd.DataFrame({"freq_mhz": freqs, "energy_rel": energy, "time_rel": time / t_b})
-    return pick_level(curves, max_slowdown_pct)
+    return pick_level({"freq_mhz": freqs, "energy_rel": energy, "time_rel": [t / t_b for t in time]},
+                      max_slowdown_pct)
 
 
 def constrain(governor: Governor, max_slowdown_pct: float, *, time_model: CurveModel | None = None,
@@ -87,10 +91,8 @@ def constrain(governor: Governor, max_slowdown_pct: float, *, time_model: CurveM
     """The constrained version of ``governor`` (see the module docstring for each kind)."""
     if max_slowdown_pct < 0:
         raise GovernorError(f"max_slowdown_pct must be >= 0, got {max_slowdown_pct:g}")
-    if hasattr(governor, "with_max_slowdown"):
+    if hasattr(governor, "with_max_slowdown"):  # curve, online
         return governor.with_max_slowdown(max_slowdown_pct)
-    if hasattr(governor, "predict_curves") and hasattr(governor, "model"):  # CurveGovernor
-        return type(governor)(governor.model, max_slowdown_pct, name=governor.name)
     if isinstance(governor, MaxnGovernor):
         return governor
     if isinstance(governor, OracleGovernor):
@@ -103,36 +105,7 @@ def constrain(governor: Governor, max_slowdown_pct: float, *, time_model: CurveM
     return SlowdownGuard(governor, max_slowdown_pct, time_model)
 
 
-def constrain_all(governors: Mapping[str, Governor], max_slowdown_pct: float, *, time_model: CurveModel | None,
-                  sweep: Sweep) -> dict[str, Governor]:
+def constrain_all(governors: Mapping[str, Governor], max_slowdown_pct: float, *,
+                  time_model: CurveModel | None, sweep: Sweep) -> dict[str, Governor]:
     """:func:`constrain` each governor of a registry-built dict."""
     return {k: constrain(g, max_slowdown_pct, time_model=time_model, sweep=sweep) for k, g in governors.items()}
-
-
-def constraint_report(constrained: pd.DataFrame, unconstrained: pd.DataFrame, sweep: Sweep,
-                      max_slowdown_pct: float) -> pd.DataFrame:
-    """Per policy: how often the limit held (measured slowdown), and what it cost.
-
-    Columns: ``policy``, ``limit_pct`` (the limit), ``n_workloads``, ``held_pct`` (% of workloads
-    whose measured slowdown <= limit), ``worst_slowdown_pct``, ``mean_saving_pct`` (with the
-    limit), ``unconstrained_saving_pct``, ``cost_pts`` (saving given up, points),
-    ``mean_regret_pct`` (vs the constrained oracle, % of baseline energy).
-    """
-    c = constrained.copy()
-    best = {}
-    for w in c["workload_id"].unique():
-        f = constrained_oracle_freq(sweep, w, max_slowdown_pct)
-        best[w] = sweep.baseline_of(w)[0] if f is None else sweep.at(w, f)[0]
-    c["c_oracle_energy_j"] = c["workload_id"].map(best)
-    c["c_regret_pct"] = 100.0 * (c["energy_j"] - c["c_oracle_energy_j"]) / c["baseline_energy_j"]
-    c["held"] = c["slowdown_pct"] <= max_slowdown_pct + 1e-9
-    g = c.groupby("policy", sort=False)
-    u = unconstrained.groupby("policy", sort=False)["saving_pct"].mean()
-    out = pd.DataFrame({"n_workloads": g["energy_j"].count(), "held_pct": 100.0 * g["held"].mean(),
-                        "worst_slowdown_pct": g["slowdown_pct"].max(), "mean_saving_pct": g["saving_pct"].mean(),
-                        "mean_regret_pct": g["c_regret_pct"].mean()})
-    out["unconstrained_saving_pct"] = u.reindex(out.index)
-    out["cost_pts"] = out["unconstrained_saving_pct"] - out["mean_saving_pct"]
-    out.insert(0, "limit_pct", float(max_slowdown_pct))
-    return out.reset_index()[["policy", "limit_pct", "n_workloads", "held_pct", "worst_slowdown_pct",
-                              "mean_saving_pct", "unconstrained_saving_pct", "cost_pts", "mean_regret_pct"]]

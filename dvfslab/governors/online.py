@@ -40,8 +40,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dvfslab.governors.base import GovernorContext, GovernorError, register_governor
+from dvfslab.core.levels import snap_mhz
+from dvfslab.governors.base import GovernorContext, register_governor
 from dvfslab.governors.curve import pick_level
+from dvfslab.governors.errors import GovernorError
 
 DEFAULT_LEVELS = 5
 DEFAULT_COARSE_STEPS = 2
@@ -143,7 +145,7 @@ def neighbours(levels_mhz: Sequence[float], center_mhz: float, n: int) -> list[f
     n = min(n, len(table))
     if n == 0:
         return []
-    c = int(np.abs(np.asarray(table) - center_mhz).argmin())
+    c = table.index(snap_mhz(center_mhz, table))
     lo = min(max(c - (n - 1) // 2, 0), len(table) - n)
     return table[lo:lo + n]
 
@@ -207,8 +209,8 @@ class StepRecords:
     def __init__(self, steps: pd.DataFrame, runs: pd.DataFrame, freq_table_mhz: Sequence[float], path: str = "steps.csv"):
         ok = runs[(runs["status"] == "ok") & (runs["policy"] == "fixed")]
         ok = ok.sort_values("rep").drop_duplicates(["workload_id", "gpu_freq_mhz"])  # lowest rep per level
-        table = np.asarray(sorted(freq_table_mhz), dtype=float)
-        snap = table[np.abs(ok["gpu_freq_mhz"].to_numpy(float)[:, None] - table[None, :]).argmin(axis=1)]
+        table = sorted(float(f) for f in freq_table_mhz)
+        snap = [snap_mhz(f, table) for f in ok["gpu_freq_mhz"]]
         run_of = dict(zip(zip(ok["workload_id"], snap, strict=True), ok["run_id"], strict=True))
         by_run = {r: g.sort_values("step") for r, g in steps.groupby("run_id")}
         self._steps: dict[tuple[str, float], tuple[np.ndarray, np.ndarray]] = {}
