@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
-from dvfslab import governors as G
 from dvfslab import analysis as F
+from dvfslab import governors as G
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset, write_dataset
 from dvfslab.governors.curve import CurveGovernor, CurveModel, pick_level

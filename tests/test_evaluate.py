@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from analysis_fixtures import make_dataset
 
-from dvfslab import governors as G
 from dvfslab import analysis as F
+from dvfslab import governors as G
 from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset
 
