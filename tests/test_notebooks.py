@@ -19,7 +19,7 @@ import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, XAVIER_FREQS_MHZ, make_dataset
 
 from dvfslab import cli
-from dvfslab.governors.base import TreeGovernor
+from dvfslab.governors.tree import TreeGovernor
 from dvfslab.pipeline import runner as PL
 
 os.environ.setdefault("MPLBACKEND", "Agg")

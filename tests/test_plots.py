@@ -17,6 +17,7 @@ from dvfslab.analysis import replay as E
 from dvfslab.analysis import selection as S
 from dvfslab.data.contract import load_dataset  # noqa: E402
 from dvfslab.governors import base as G
+from dvfslab.governors.tree import paper_tree
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def _figures(f, simulated):
         "features": P.feature_relations(F.long_form(table, ["n_layers", "avg_seq_len"], ["model_type", "opt_freq_mhz"],
                                                     var_name="feature"), simulated),
         "cv": P.cv_comparison(S.comparison(f["cv"], "tree(depth=2,leaf=1,gini)"), simulated),
-        "tree": P.tree_diagram(G.paper_tree(), simulated),
+        "tree": P.tree_diagram(paper_tree(), simulated),
         "bars": P.savings_bars(F.long_form(per, ["saving_pct", "slowdown_pct"], ["policy", "size_group"]), simulated),
         "pareto": P.saving_vs_slowdown(E.summarize(per, by=["size_group"]), simulated),
     }
@@ -69,7 +70,7 @@ def test_every_figure_says_simulated(simulated_figs):
 
 def test_measured_data_is_not_called_simulated(frames):
     assert P.title("x", False) == "x" and "SIMULATED" in P.title("x", True)
-    for fig in (P.tree_diagram(G.paper_tree(), False), P.optimal_heatmap(frames["table"], False)):
+    for fig in (P.tree_diagram(paper_tree(), False), P.optimal_heatmap(frames["table"], False)):
         assert "SIMULATED" not in fig._suptitle.get_text()
         plt.close(fig)
 

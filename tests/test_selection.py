@@ -11,7 +11,7 @@ from dvfslab.analysis import aggregate as F
 from dvfslab.analysis import features as FT
 from dvfslab.analysis import selection as S
 from dvfslab.data.contract import load_dataset
-from dvfslab.governors.base import TreeGovernor
+from dvfslab.governors.tree import TreeGovernor
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,13 @@ from dvfslab.data.catalog import (
     default_split,
     get_model,
     get_task,
-    merge_workloads,
     model_config,
     workload_id,
     workload_row,
-    workload_table,
 )
 from dvfslab.data.contract import WORKLOAD_COLUMNS
 from dvfslab.data.seqlen import measure_avg_seq_len
+from dvfslab.data.workloads import merge_workloads, workload_table
 from dvfslab.hw.base import DvfsError
 
 

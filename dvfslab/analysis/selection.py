@@ -37,7 +37,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from dvfslab.analysis.aggregate import Sweep
-from dvfslab.governors.base import tree_from_sklearn
+from dvfslab.governors.tree import tree_from_sklearn
 
 METRICS = ("accuracy", "within_one", "regret_pct")
 SCHEMES = ("loocv", "lomo")

@@ -35,13 +35,10 @@ is available.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-import pandas as pd
-
 from dvfslab.core.errors import DvfsError
-from dvfslab.data.contract import WORKLOAD_COLUMNS
 
 
 class UnknownWorkloadError(DvfsError, KeyError):
@@ -259,47 +256,6 @@ def workload_row(model: str, task: str, *, split: str | None = None, batch_size:
         "avg_seq_len": round(min(seq, max_seq_len), 1), "max_seq_len": int(max_seq_len),
         "batch_size": int(batch_size), "split": split or default_split(t.name),
     }
-
-
-def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
-    """``workloads.csv`` rows: the catalog's row when it knows the id, else the minimum the id
-    tells (model, task, and the split of its task: ``tiny/synthetic:sst2`` is characterization).
-    A sweep executor may refine a row by returning a ``workload`` dict (the fine-tuning harness
-    measures ``avg_seq_len``; see :func:`merge_workloads`)."""
-    rows = []
-    for wid in workload_ids:
-        row = _catalog_row(wid)
-        if row is None:
-            model, _, task = wid.rpartition("/")
-            row = {"workload_id": wid, "model": model, "task": task or model,
-                   "split": "characterization" if task.rpartition(":")[2] in CHARACTERIZATION_TASKS
-                   else "evaluation"}
-        rows.append(row)
-    return pd.DataFrame(rows, columns=list(WORKLOAD_COLUMNS))
-
-
-def _catalog_row(wid: str) -> dict | None:
-    model, _, task = wid.rpartition("/")
-    try:
-        row = workload_row(model, task)
-    except UnknownWorkloadError:
-        return None
-    return row if row["workload_id"] == wid else None
-
-
-def merge_workloads(table: pd.DataFrame, records: Mapping[str, dict]) -> pd.DataFrame:
-    """The workloads table with the rows executors reported (``extras["workload"]`` of each run
-    record) applied; a reported value replaces the table's, an empty one leaves it."""
-    table = table.astype(object)  # a column that was all empty must accept text and numbers
-    index = {w: i for i, w in enumerate(table["workload_id"])}
-    for rec in records.values():
-        reported = rec.get("extras", {}).get("workload")
-        if isinstance(reported, Mapping) and reported.get("workload_id") in index:
-            i = index[reported["workload_id"]]
-            for col in WORKLOAD_COLUMNS:
-                if reported.get(col) is not None:
-                    table.loc[table.index[i], col] = reported[col]
-    return table
 
 
 def model_config(name: str, num_labels: int = 2) -> dict:

@@ -26,8 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from dvfslab.governors.errors import GovernorError, read_model_json  # noqa: F401  (re-export)
-from dvfslab.governors.tree import TreeGovernor, paper_tree, tree_from_sklearn  # noqa: F401  (re-export)
+from dvfslab.governors.errors import GovernorError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -70,7 +70,7 @@ class SimExecutor(BaseExecutor):
     def workload(self, workload_id: str):
         """The twin's view of a catalog workload (cached)."""
         if workload_id not in self._workloads:
-            from dvfslab.data.catalog import workload_table
+            from dvfslab.data.workloads import workload_table
 
             row = workload_table([workload_id]).iloc[0].to_dict()
             if row.get("n_layers") is None or row["n_layers"] != row["n_layers"]:  # None or NaN

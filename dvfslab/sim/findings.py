@@ -19,7 +19,7 @@ __all__ = ["findings_markdown", "paper_tree_levels", "paper_util_split_pct", "tw
 
 def _paper_tree():
     # the governors room sits above the twin: imported on use, so ``import dvfslab.sim`` stays light
-    from dvfslab.governors.base import TreeGovernor, paper_tree
+    from dvfslab.governors.tree import TreeGovernor, paper_tree
 
     return TreeGovernor(paper_tree(), name="mlg-paper")
 

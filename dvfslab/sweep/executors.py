@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from dvfslab.data.catalog import workload_table
+from dvfslab.data.workloads import workload_table
 from dvfslab.hw.base import Backend, DvfsError, rail_energy_split_j
 from dvfslab.sweep.plan import RunSpec
 

@@ -25,8 +25,8 @@ from tqdm.auto import tqdm
 
 from dvfslab.core.files import jsonable, utc_now
 from dvfslab.core.levels import check_level
-from dvfslab.data.catalog import workload_table
 from dvfslab.data.contract import Dataset, load_dataset
+from dvfslab.data.workloads import workload_table
 from dvfslab.hw.base import Backend
 from dvfslab.sweep.executors import Executor
 from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan, make_plan

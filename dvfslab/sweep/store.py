@@ -26,7 +26,6 @@ from pathlib import Path
 import pandas as pd
 
 from dvfslab.core.files import atomic_write_json, jsonable, utc_now
-from dvfslab.data.catalog import merge_workloads
 from dvfslab.data.contract import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -34,6 +33,7 @@ from dvfslab.data.contract import (
     DatasetError,
     atomic_write_csv,
 )
+from dvfslab.data.workloads import merge_workloads
 from dvfslab.hw.base import Backend
 from dvfslab.sweep.executors import Executor, describe_executor
 from dvfslab.sweep.plan import MAXN, RunSpec, SweepError, SweepPlan
