@@ -7,10 +7,15 @@ device-tree model, ``etc/nv_tegra_release`` and an ``nvpmodel`` script answering
 
 A file tree cannot react to writes, so the kernel's rules live in :class:`FakeKernelIO`, a
 :class:`~dvfslab.hw.jetson.sysfs.SysfsIO` that performs the same file writes and then
-applies them: a write making ``min_freq > max_freq`` fails with EINVAL, ``max_freq`` is
-capped by the power mode, ``cur_freq`` follows min/max (and a thermal cap), and a file
-without write bits refuses writes with EACCES even for root (as for an unprivileged user).
-The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json``; a tree
+applies the devfreq rules of L4T kernels 5.10 / 5.15: ``min_freq`` and ``max_freq`` writes are
+PM-QoS *requests* (stored, never rejected for min > max; ``max_freq`` 0 means no limit), and
+the files show the *effective* range the core computes from the requests, the table and a
+cooling-device cap (min clamped to max). A power mode is only the ``max_freq`` request nvpmodel
+wrote (:meth:`FakeBoard.set_power_mode` writes it like nvpmodel; a later write replaces it).
+``cur_freq`` is the OPP the governor asked for; the BPMP ``nafll_gpc0/pto_counter`` (when the
+profile has one) shows the clock *reached*, lower under a clamp below devfreq
+(:meth:`FakeBoard.set_clock_ceiling`). A file without write bits refuses writes with EACCES
+even for root. The rule state (requests, caps) is kept in ``<root>/.fake_kernel.json``; a tree
 without that file gets plain file writes. The file does not select the fake: code under test
 gets :class:`FakeKernelIO` by injection, ``io=board.io()`` in-process, or
 ``DVFSLAB_SYSFS_IO=dvfslab.testing.fake_sysfs:FakeKernelIO`` (``--sysfs-io``) for ``dvfslab``
@@ -27,6 +32,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dvfslab.hw.jetson.bpmp import PTO_COUNTER
 from dvfslab.hw.jetson.sysfs import SysfsIO
 
 #: the fake kernel's rule state, at the root of every tree ``build_board`` writes
@@ -44,8 +50,11 @@ ORIN_THERMAL = ("cpu-thermal", "gpu-thermal", "cv0-thermal", "cv1-thermal", "cv2
                 "tdiode-thermal")
 XAVIER_THERMAL = ("CPU-therm", "GPU-therm", "AUX-therm", "AO-therm", "PMIC-Die", "Tboard_tegra",
                   "Tdiode_tegra", "thermal-fan-est")
-AGX_ORIN_MODES = {0: ("MAXN", 1300500000), 1: ("MODE_15W", 408000000),
-                  2: ("MODE_30W", 612000000), 3: ("MODE_50W", 816000000)}
+#: id -> (name, GPU max request in Hz or None = no cap, TPC_PG_MASK), from the real
+#: ``nvpmodel -p --verbose`` dump of an AGX Orin 64GB (tests/data/nvpmodel/)
+AGX_ORIN_MODES = {0: ("MAXN", None, 0), 1: ("MODE_15W", 408000000, 248),
+                  2: ("MODE_30W", 612000000, 240), 3: ("MODE_50W", 816000000, 0)}
+MAXN_ONLY = {0: ("MAXN", None, 0)}
 ORIN_HWMON = {"1-0040": ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"), "1-0041": (None, "VDDQ_VDD2_1V8AO", None)}
 
 
@@ -66,11 +75,12 @@ class BoardProfile:
     hwmon_index: int = 1
     update_interval_ms: int | None = None
     thermal: tuple[str, ...] = ORIN_THERMAL
-    power_modes: dict = field(default_factory=dict)  # id -> (name, gpu cap Hz)
+    power_modes: dict = field(default_factory=dict)  # id -> (name, gpu cap Hz | None, tpc mask)
     power_mode: int | None = 0
     nvpmodel: bool = True
     governor: str = "nvhost_podgov"
     rail_power_mw: dict = field(default_factory=dict)
+    bpmp: bool = True  # a readable nafll_gpc0/pto_counter (debugfs, root)
 
 
 def _orin(name: str, jp: int, **kw) -> BoardProfile:
@@ -95,7 +105,7 @@ XAVIER_RAILS = {"1-0040": ("GPU", "CPU", "SOC"), "1-0041": ("CV", "VDDRQ", "SYS5
 XAVIER_BASE = dict(
     model="Jetson-AGX", device_dir="sys/devices/17000000.gv11b", node_name="17000000.gv11b",
     of_node_name="gv11b", levels_hz=XAVIER_LEVELS_HZ, load_rel="sys/devices/gpu.0/load",
-    rails=XAVIER_RAILS, thermal=XAVIER_THERMAL, power_modes={0: ("MAXN", XAVIER_LEVELS_HZ[-1])},
+    rails=XAVIER_RAILS, thermal=XAVIER_THERMAL, power_modes=MAXN_ONLY, bpmp=False,
     rail_power_mw={"GPU": 1500.0, "CPU": 700.0, "SOC": 1200.0, "CV": 0.0, "VDDRQ": 300.0, "SYS5V": 2100.0},
 )
 PROFILES: dict[str, BoardProfile] = {
@@ -104,7 +114,7 @@ PROFILES: dict[str, BoardProfile] = {
     "orin-nx-jp6": _orin(
         "orin-nx-jp6", 6, model="NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
         levels_hz=ORIN_NX_LEVELS_HZ, rails={"1-0040": ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC")},
-        power_modes={0: ("MAXN", ORIN_NX_LEVELS_HZ[-1])}, update_interval_ms=None,
+        power_modes=MAXN_ONLY, update_interval_ms=None,
         rail_power_mw={"VDD_IN": 5200.0, "VDD_CPU_GPU_CV": 1100.0, "VDD_SOC": 1400.0}),
     "agx-xavier-jp5": BoardProfile(
         name="agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
@@ -173,40 +183,52 @@ class FakeKernelIO(SysfsIO):
         dev_rel = os.path.relpath(real.parent, os.path.realpath(self.root))
         if dev_rel not in kernel["devfreq"] or real.name not in ("min_freq", "max_freq", "governor"):
             return super().write(path, value)
-        self._devfreq_write(real, str(value).strip(), kernel["devfreq"][dev_rel])
-        update_cur_freq(real.parent, kernel["devfreq"][dev_rel])
+        rules = kernel["devfreq"][dev_rel]
+        self._devfreq_write(real, str(value).strip(), rules)
+        _save_kernel(self.root, kernel)
+        apply_rules(Path(os.path.realpath(self.root)), real.parent, rules)
 
     def _devfreq_write(self, path: Path, text: str, rules: dict) -> None:
-        d = path.parent
+        """Store a min/max request (kHz granularity, as the PM-QoS request); never reject min > max."""
         if path.name == "governor":
-            if text not in (d / "available_governors").read_text().split():
+            if text not in (path.parent / "available_governors").read_text().split():
                 raise _einval(path, f"unknown governor {text!r}")
             return super().write(path, text)
         try:
             hz = int(text)
         except ValueError:
             raise _einval(path, f"not an integer: {text!r}") from None
-        cur_min, cur_max = int((d / "min_freq").read_text()), int((d / "max_freq").read_text())
-        if path.name == "min_freq" and hz > cur_max:
-            raise _einval(path, f"min_freq {hz} > max_freq {cur_max}")
-        if path.name == "max_freq":
-            if hz < cur_min:
-                raise _einval(path, f"max_freq {hz} < min_freq {cur_min}")
-            if rules.get("cap_hz"):
-                hz = min(hz, rules["cap_hz"])
-        super().write(path, hz)
+        if hz < 0:
+            raise _einval(path, f"negative frequency {hz}")
+        if path.name == "min_freq":
+            rules["min_req_hz"] = -(-hz // 1000) * 1000  # rounded up to kHz
+        else:
+            rules["max_req_hz"] = hz // 1000 * 1000 or None  # 0: no limit
 
 
-def update_cur_freq(d: Path, rules: dict) -> None:
-    """``cur_freq`` after a limit change: clamped to [min, max] (performance: max), then thermal cap."""
+def _opp(levels: list[int], freq: int, hi: int) -> int:
+    """The level serving ``freq``: the lowest level >= freq, but never above ``hi``."""
+    up = [f for f in levels if f >= freq and f <= hi]
+    return up[0] if up else max([f for f in levels if f <= hi] or levels[:1])
+
+
+def apply_rules(root: Path, d: Path, rules: dict) -> None:
+    """Write what the kernel shows: the effective range, ``cur_freq`` and the BPMP counter."""
     levels = sorted(int(v) for v in (d / "available_frequencies").read_text().split())
-    lo, hi = int((d / "min_freq").read_text()), int((d / "max_freq").read_text())
+    hi = min(f for f in (levels[-1], rules.get("max_req_hz"), rules.get("thermal_cap_hz")) if f)
+    lo = min(max(levels[0], rules.get("min_req_hz") or 0), hi)  # min is clamped to max on read
+    _write(d / "min_freq", lo)
+    _write(d / "max_freq", hi)
     cur = int((d / "cur_freq").read_text())
     gov = (d / "governor").read_text().strip() if (d / "governor").exists() else ""
     cur = hi if gov == "performance" else lo if gov == "powersave" else min(max(cur, lo), hi)
-    if rules.get("throttle_hz"):
-        cur = min(cur, max([f for f in levels if f <= rules["throttle_hz"]] or levels[:1]))
+    cur = _opp(levels, cur, hi)
     _write(d / "cur_freq", cur)
+    _write(d / "target_freq", cur)
+    pto = root / PTO_COUNTER
+    if rules.get("gpu") and pto.exists():
+        ceiling = rules.get("clock_ceiling_hz")
+        _write(pto, min(cur, ceiling) if ceiling else cur)
 
 
 @dataclass
@@ -264,28 +286,51 @@ class FakeBoard:
         rules = kernel["devfreq"][self.devfreq_rel]
         rules.update(changes)
         _save_kernel(self.root, kernel)
+        apply_rules(self.root, self.devfreq_dir, rules)
         return rules
 
     def set_power_mode(self, mode_id: int, *, name: str | None = None, gpu_cap_mhz: float | None = None) -> None:
-        """Switch like ``nvpmodel -m``: cap ``max_freq`` (and set it to the cap)."""
+        """Switch like ``nvpmodel -m``: write the mode's GPU min/max *requests* (max: its cap, or no
+        limit in MAXN) and its TPC mask; ``nvpmodel -q`` then answers the new mode. Nothing keeps
+        a later ``max_freq`` write under the cap, as on a real board."""
         modes = self.profile.power_modes
         if gpu_cap_mhz is None and mode_id not in modes:
             raise ValueError(f"profile {self.profile.name} has no power mode {mode_id}: {sorted(modes)}")
-        mode_name, cap_hz = modes.get(mode_id, (name or f"MODE_{mode_id}", None))
+        mode_name, cap_hz, mask = modes.get(mode_id, (name or f"MODE_{mode_id}", None, 0))
         cap_hz = int(round(gpu_cap_mhz * 1e6)) if gpu_cap_mhz is not None else cap_hz
-        rules = self._update_rules(cap_hz=cap_hz, mode_id=mode_id, mode_name=name or mode_name)
-        d = self.devfreq_dir
-        if int((d / "min_freq").read_text()) > cap_hz:
-            _write(d / "min_freq", cap_hz)
-        _write(d / "max_freq", cap_hz)
-        update_cur_freq(d, rules)
+        self._update_rules(min_req_hz=0, max_req_hz=cap_hz)
+        _write(self.device_dir / "tpc_pg_mask", mask)
         if self.nvpmodel_path is not None:
+            modes = {**modes, mode_id: (name or mode_name, cap_hz, mask)}
+            _write(self.root / "etc/nvpmodel.conf", nvpmodel_conf(modes))
             _write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
 
     def set_throttle(self, freq_mhz: float | None) -> None:
-        """Emulate a thermal cap on ``cur_freq`` (``None`` lifts it)."""
-        rules = self._update_rules(throttle_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
-        update_cur_freq(self.devfreq_dir, rules)
+        """A thermal cooling-device cap: a lower *effective* ``max_freq`` (``None`` lifts it)."""
+        self._update_rules(thermal_cap_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
+
+    def set_clock_ceiling(self, freq_mhz: float | None) -> None:
+        """A clamp below devfreq (BPMP thermal / power): only the ``pto_counter`` shows it."""
+        self._update_rules(clock_ceiling_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
+
+    def set_bpmp_readable(self, readable: bool) -> None:
+        """Give or take the BPMP clock counter (debugfs needs root: absent = not root)."""
+        pto = self.root / PTO_COUNTER
+        if readable:
+            _write(pto, 0)
+            self._update_rules()
+        elif pto.exists():
+            pto.unlink()
+
+    def run_jetson_clocks(self) -> None:
+        """What ``sudo jetson_clocks`` does to the GPU: min = max = the mode's max, rail held on."""
+        io = self.io()
+        io.write(self.devfreq_dir / "min_freq", int((self.devfreq_dir / "max_freq").read_text()))
+        _write(self.railgate_path, "on")
+
+    @property
+    def railgate_path(self) -> Path:
+        return self.device_dir / "power" / "control"
 
     def make_read_only(self, read_only: bool = True) -> None:
         """Drop (or give back) the write bits of the GPU clock files."""
@@ -294,9 +339,20 @@ class FakeBoard:
             p.chmod(0o444 if read_only else 0o644)
 
 
+def nvpmodel_conf(modes: dict) -> str:
+    """An ``/etc/nvpmodel.conf`` (GPU lines only) in nvpmodel's own format; -1 = no cap."""
+    lines = []
+    for mode_id, (name, cap_hz, mask) in sorted(modes.items()):
+        lines += [f"< POWER_MODEL ID={mode_id} NAME={name} >", f"TPC_POWER_GATING TPC_PG_MASK {mask}",
+                  "GPU_POWER_CONTROL_ENABLE GPU_PWR_CNTL_EN on", "GPU MIN_FREQ 0",
+                  f"GPU MAX_FREQ {cap_hz if cap_hz else -1}", "GPU_POWER_CONTROL_DISABLE GPU_PWR_CNTL_DIS auto", ""]
+    return "\n".join(lines)
+
+
 def _write_nvpmodel(path: Path, mode_id: int, name: str) -> None:
     _write(path, "#!/bin/sh\n# fake nvpmodel written by dvfslab.testing.fake_sysfs\n"
-           f'if [ "$1" = "-q" ]; then printf "NV Fan Mode:quiet\\nNV Power Mode: {name}\\n{mode_id}\\n"; '
+           'if [ "$1" = "-q" ]; then [ "$2" = "--verbose" ] && echo "NVPM VERB: Config file: /etc/nvpmodel.conf"; '
+           f'printf "NV Fan Mode:quiet\\nNV Power Mode: {name}\\n{mode_id}\\n"; '
            'exit 0; fi\necho "fake nvpmodel: only -q is supported" >&2\nexit 1')
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
@@ -362,9 +418,12 @@ def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overri
     vic = root / "sys/devices/platform/bus@0/15340000.vic"
     vic_dir, _ = _build_devfreq(root, vic, "15340000.vic", (115200000, 729600000), "nvhost_podgov")
     _write(vic / "of_node" / "name", "vic\0")
+    _write(device_dir / "power" / "control", "auto")
+    if p.bpmp:
+        _write(root / PTO_COUNTER, p.levels_hz[0])
     _save_kernel(root, {"profile": p.name, "devfreq": {
-        os.path.relpath(devfreq_dir, root): {"cap_hz": None, "throttle_hz": None},
-        os.path.relpath(vic_dir, root): {"cap_hz": None, "throttle_hz": None}}})
+        os.path.relpath(devfreq_dir, root): {"gpu": True, "min_req_hz": 0, "max_req_hz": None},
+        os.path.relpath(vic_dir, root): {"min_req_hz": 0, "max_req_hz": None}}})
     load_path = root / p.load_rel
     _write(load_path, 0)
     hwmon_dirs, channels = _build_rails(root, p)
