@@ -34,7 +34,8 @@ class EffectiveRange:
     max_freq_mhz: float
     table_max_mhz: float
     mode_cap_mhz: float | None
-    limited_by: str | None  # None: the whole table (or the mode's cap) is usable
+    limited_by: str | None  # why the max is below the table's top, in words (None: it is not)
+    cause: str | None = None  # "power_mode", "thermal_or_request" or None
 
     @property
     def fixed(self) -> bool:
@@ -50,15 +51,15 @@ def effective_range(io: SysfsIO, devfreq_rel: str, levels_mhz: list[float],
     known = mode is not None and mode.limits_known
     cap = mode.gpu_max_mhz if known else None
     allowed = min(top, cap) if cap is not None else top
-    why = None
+    why = cause = None
     if cap is not None and hi == allowed and cap < top:
-        why = f"power mode {mode.describe()} (GPU cap {format_mhz(cap)} MHz)"
+        why, cause = f"power mode {mode.describe()} (GPU cap {format_mhz(cap)} MHz)", "power_mode"
     elif hi < allowed:
-        why = (f"max_freq {format_mhz(hi)} MHz is below what "
-               f"{'power mode ' + mode.describe() if known else 'the frequency table'} allows "
-               f"({format_mhz(allowed)} MHz): a thermal / cooling-device cap or another max_freq "
-               "request (a lock)")
-    return EffectiveRange(lo, hi, top, cap, why)
+        source = f"the mode {mode.describe()}" if known else "the frequency table"
+        why = (f"a thermal / cooling-device cap or another max_freq request (a lock): max_freq "
+               f"{format_mhz(hi)} MHz is below the {format_mhz(allowed)} MHz {source} allows")
+        cause = "thermal_or_request"
+    return EffectiveRange(lo, hi, top, cap, why, cause)
 
 
 @dataclass(frozen=True)
