@@ -25,18 +25,22 @@ commands and sub-processes (see docs/hardware.md).
 from __future__ import annotations
 
 import dataclasses
-import errno
-import json
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dvfslab.hw.jetson.bpmp import PTO_COUNTER
-from dvfslab.hw.jetson.sysfs import SysfsIO
+from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKernelIO: public here too)
+    KERNEL_FILE,
+    FakeKernelIO,
+    apply_rules,
+    load_kernel,
+    nvpmodel_conf,
+    save_kernel,
+    write_attr,
+    write_nvpmodel,
+)
 
-#: the fake kernel's rule state, at the root of every tree ``build_board`` writes
-KERNEL_FILE = ".fake_kernel.json"
 #: what ``$DVFSLAB_SYSFS_IO`` / ``--sysfs-io`` take to select :class:`FakeKernelIO`
 FAKE_KERNEL_IO = "dvfslab.testing.fake_sysfs:FakeKernelIO"
 ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,
@@ -125,110 +129,9 @@ PROFILES: dict[str, BoardProfile] = {
 }
 
 
-def _write_in_place(path: Path, data: bytes) -> None:
-    """Overwrite from offset 0, then truncate: a SIGKILL at any point leaves the old value or
-    the new one followed by a stale tail after its newline (still parsed right), never an
-    empty file, as sysfs attributes are never seen half-written. The inode is kept, so
-    readers holding the file open (the power reader) see the new value."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        os.ftruncate(fd, len(data))
-    finally:
-        os.close(fd)
-
-
-def _write(path: Path, text) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_in_place(path, f"{text}\n".encode())
-
-
 def _link(link: Path, target: Path) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(os.path.relpath(target, link.parent))
-
-
-def _load_kernel(root: Path) -> dict:
-    """The rule state; a tree without it (not made by ``build_board``) has no devfreq rules."""
-    try:
-        return json.loads((root / KERNEL_FILE).read_text())
-    except FileNotFoundError:
-        return {"devfreq": {}}
-
-
-def _save_kernel(root: Path, kernel: dict) -> None:
-    (root / KERNEL_FILE).write_text(json.dumps(kernel, indent=1))
-
-
-def _einval(path: Path, why: str) -> OSError:
-    return OSError(errno.EINVAL, f"{os.strerror(errno.EINVAL)} ({why})", str(path))
-
-
-class FakeKernelIO(SysfsIO):
-    """Real file I/O under ``root`` plus the kernel's devfreq rules (see the module doc)."""
-
-    def _write_bytes(self, path: Path, data: bytes) -> None:
-        _write_in_place(path, data)
-
-    def writable(self, rel) -> bool:
-        path = self.path(rel)
-        return path.exists() and bool(path.stat().st_mode & 0o222) and super().writable(path)
-
-    def write(self, rel, value) -> None:
-        path = self.path(rel)
-        if path.exists() and not path.stat().st_mode & 0o222:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-        real = Path(os.path.realpath(path))
-        kernel = _load_kernel(self.root)
-        dev_rel = os.path.relpath(real.parent, os.path.realpath(self.root))
-        if dev_rel not in kernel["devfreq"] or real.name not in ("min_freq", "max_freq", "governor"):
-            return super().write(path, value)
-        rules = kernel["devfreq"][dev_rel]
-        self._devfreq_write(real, str(value).strip(), rules)
-        _save_kernel(self.root, kernel)
-        apply_rules(Path(os.path.realpath(self.root)), real.parent, rules)
-
-    def _devfreq_write(self, path: Path, text: str, rules: dict) -> None:
-        """Store a min/max request (kHz granularity, as the PM-QoS request); never reject min > max."""
-        if path.name == "governor":
-            if text not in (path.parent / "available_governors").read_text().split():
-                raise _einval(path, f"unknown governor {text!r}")
-            return super().write(path, text)
-        try:
-            hz = int(text)
-        except ValueError:
-            raise _einval(path, f"not an integer: {text!r}") from None
-        if hz < 0:
-            raise _einval(path, f"negative frequency {hz}")
-        if path.name == "min_freq":
-            rules["min_req_hz"] = -(-hz // 1000) * 1000  # rounded up to kHz
-        else:
-            rules["max_req_hz"] = hz // 1000 * 1000 or None  # 0: no limit
-
-
-def _opp(levels: list[int], freq: int, hi: int) -> int:
-    """The level serving ``freq``: the lowest level >= freq, but never above ``hi``."""
-    up = [f for f in levels if f >= freq and f <= hi]
-    return up[0] if up else max([f for f in levels if f <= hi] or levels[:1])
-
-
-def apply_rules(root: Path, d: Path, rules: dict) -> None:
-    """Write what the kernel shows: the effective range, ``cur_freq`` and the BPMP counter."""
-    levels = sorted(int(v) for v in (d / "available_frequencies").read_text().split())
-    hi = min(f for f in (levels[-1], rules.get("max_req_hz"), rules.get("thermal_cap_hz")) if f)
-    lo = min(max(levels[0], rules.get("min_req_hz") or 0), hi)  # min is clamped to max on read
-    _write(d / "min_freq", lo)
-    _write(d / "max_freq", hi)
-    cur = int((d / "cur_freq").read_text())
-    gov = (d / "governor").read_text().strip() if (d / "governor").exists() else ""
-    cur = hi if gov == "performance" else lo if gov == "powersave" else min(max(cur, lo), hi)
-    cur = _opp(levels, cur, hi)
-    _write(d / "cur_freq", cur)
-    _write(d / "target_freq", cur)
-    pto = root / PTO_COUNTER
-    if rules.get("gpu") and pto.exists():
-        ceiling = rules.get("clock_ceiling_hz")
-        _write(pto, min(cur, ceiling) if ceiling else cur)
 
 
 @dataclass
@@ -267,25 +170,25 @@ class FakeBoard:
         d, c = self.rail_channels[name]
         if self.profile.rail_kind == "iio":
             mw = int(round(power_mw if power_mw is not None else mv * ma / 1000))
-            _write(d / f"in_power{c}_input", mw)
+            write_attr(d / f"in_power{c}_input", mw)
             return float(mw)
         mv = int(mv if mv is not None else int((d / f"in{c}_input").read_text()))
         ma = int(ma if ma is not None else round(power_mw * 1000 / mv))
-        _write(d / f"in{c}_input", mv)
-        _write(d / f"curr{c}_input", ma)
+        write_attr(d / f"in{c}_input", mv)
+        write_attr(d / f"curr{c}_input", ma)
         return mv * ma / 1000.0
 
     def set_load(self, pct: float) -> None:
-        _write(self.load_path, int(round(pct * 10)))
+        write_attr(self.load_path, int(round(pct * 10)))
 
     def set_temp(self, zone_type: str, temp_c: float) -> None:
-        _write(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
+        write_attr(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
 
     def _update_rules(self, **changes) -> dict:
-        kernel = _load_kernel(self.root)
+        kernel = load_kernel(self.root)
         rules = kernel["devfreq"][self.devfreq_rel]
         rules.update(changes)
-        _save_kernel(self.root, kernel)
+        save_kernel(self.root, kernel)
         apply_rules(self.root, self.devfreq_dir, rules)
         return rules
 
@@ -299,11 +202,11 @@ class FakeBoard:
         mode_name, cap_hz, mask = modes.get(mode_id, (name or f"MODE_{mode_id}", None, 0))
         cap_hz = int(round(gpu_cap_mhz * 1e6)) if gpu_cap_mhz is not None else cap_hz
         self._update_rules(min_req_hz=0, max_req_hz=cap_hz)
-        _write(self.device_dir / "tpc_pg_mask", mask)
+        write_attr(self.device_dir / "tpc_pg_mask", mask)
         if self.nvpmodel_path is not None:
             modes = {**modes, mode_id: (name or mode_name, cap_hz, mask)}
-            _write(self.root / "etc/nvpmodel.conf", nvpmodel_conf(modes))
-            _write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
+            write_attr(self.root / "etc/nvpmodel.conf", nvpmodel_conf(modes))
+            write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
 
     def set_throttle(self, freq_mhz: float | None) -> None:
         """A thermal cooling-device cap: a lower *effective* ``max_freq`` (``None`` lifts it)."""
@@ -317,7 +220,7 @@ class FakeBoard:
         """Give or take the BPMP clock counter (debugfs needs root: absent = not root)."""
         pto = self.root / PTO_COUNTER
         if readable:
-            _write(pto, 0)
+            write_attr(pto, 0)
             self._update_rules()
         elif pto.exists():
             pto.unlink()
@@ -326,7 +229,7 @@ class FakeBoard:
         """What ``sudo jetson_clocks`` does to the GPU: min = max = the mode's max, rail held on."""
         io = self.io()
         io.write(self.devfreq_dir / "min_freq", int((self.devfreq_dir / "max_freq").read_text()))
-        _write(self.railgate_path, "on")
+        write_attr(self.railgate_path, "on")
 
     @property
     def railgate_path(self) -> Path:
@@ -339,32 +242,14 @@ class FakeBoard:
             p.chmod(0o444 if read_only else 0o644)
 
 
-def nvpmodel_conf(modes: dict) -> str:
-    """An ``/etc/nvpmodel.conf`` (GPU lines only) in nvpmodel's own format; -1 = no cap."""
-    lines = []
-    for mode_id, (name, cap_hz, mask) in sorted(modes.items()):
-        lines += [f"< POWER_MODEL ID={mode_id} NAME={name} >", f"TPC_POWER_GATING TPC_PG_MASK {mask}",
-                  "GPU_POWER_CONTROL_ENABLE GPU_PWR_CNTL_EN on", "GPU MIN_FREQ 0",
-                  f"GPU MAX_FREQ {cap_hz if cap_hz else -1}", "GPU_POWER_CONTROL_DISABLE GPU_PWR_CNTL_DIS auto", ""]
-    return "\n".join(lines)
-
-
-def _write_nvpmodel(path: Path, mode_id: int, name: str) -> None:
-    _write(path, "#!/bin/sh\n# fake nvpmodel written by dvfslab.testing.fake_sysfs\n"
-           'if [ "$1" = "-q" ]; then [ "$2" = "--verbose" ] && echo "NVPM VERB: Config file: /etc/nvpmodel.conf"; '
-           f'printf "NV Fan Mode:quiet\\nNV Power Mode: {name}\\n{mode_id}\\n"; '
-           'exit 0; fi\necho "fake nvpmodel: only -q is supported" >&2\nexit 1')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
 def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, governor: str) -> tuple[Path, Path]:
     d = device_dir / "devfreq" / node_name
-    _write(d / "available_frequencies", " ".join(str(f) for f in levels_hz))
-    _write(d / "available_governors", GOVERNORS)
-    _write(d / "governor", governor)
+    write_attr(d / "available_frequencies", " ".join(str(f) for f in levels_hz))
+    write_attr(d / "available_governors", GOVERNORS)
+    write_attr(d / "governor", governor)
     for name, value in (("min_freq", levels_hz[0]), ("max_freq", levels_hz[-1]),
                         ("cur_freq", levels_hz[0]), ("target_freq", levels_hz[0])):
-        _write(d / name, value)
+        write_attr(d / name, value)
     _link(d / "device", device_dir)
     link = root / "sys/class/devfreq" / node_name
     _link(link, d)
@@ -378,25 +263,25 @@ def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
             d = root / "sys/bus/i2c/drivers/ina3221x" / addr / f"iio:device{i}"
             for c, label in enumerate(labels):
                 if label:
-                    _write(d / f"rail_name_{c}", label)
-                    _write(d / f"in_voltage{c}_input", 5000)
-                    _write(d / f"in_current{c}_input", 0)
-                    _write(d / f"in_power{c}_input", 0)
+                    write_attr(d / f"rail_name_{c}", label)
+                    write_attr(d / f"in_voltage{c}_input", 5000)
+                    write_attr(d / f"in_current{c}_input", 0)
+                    write_attr(d / f"in_power{c}_input", 0)
                     channels[label] = (d, c)
         else:
             d = root / "sys/bus/i2c/drivers/ina3221" / addr / "hwmon" / f"hwmon{p.hwmon_index + i}"
-            _write(d / "name", "ina3221")
+            write_attr(d / "name", "ina3221")
             if p.update_interval_ms is not None:
-                _write(d / "update_interval", p.update_interval_ms)
+                write_attr(d / "update_interval", p.update_interval_ms)
             for c, label in enumerate(labels, start=1):
                 if label:
-                    _write(d / f"in{c}_label", label)
-                _write(d / f"in{c}_input", 1800 if label and "1V8" in label else 5000)
-                _write(d / f"curr{c}_input", 0)
-                _write(d / f"curr{c}_crit", 5000)
+                    write_attr(d / f"in{c}_label", label)
+                write_attr(d / f"in{c}_input", 1800 if label and "1V8" in label else 5000)
+                write_attr(d / f"curr{c}_input", 0)
+                write_attr(d / f"curr{c}_crit", 5000)
                 channels[label or f"{addr}/in{c}"] = (d, c)
-            _write(d / "in7_label", "sum of shunt voltages")
-            _write(d / "in7_input", 12)
+            write_attr(d / "in7_label", "sum of shunt voltages")
+            write_attr(d / "in7_input", 12)
         dirs[addr] = d
     return dirs, channels
 
@@ -413,29 +298,29 @@ def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overri
     p = dataclasses.replace(PROFILES[profile], **overrides)
     root = Path(os.path.realpath(root))
     device_dir = root / p.device_dir
-    _write(device_dir / "of_node" / "name", p.of_node_name + "\0")
+    write_attr(device_dir / "of_node" / "name", p.of_node_name + "\0")
     devfreq_dir, link = _build_devfreq(root, device_dir, p.node_name, p.levels_hz, p.governor)
     vic = root / "sys/devices/platform/bus@0/15340000.vic"
     vic_dir, _ = _build_devfreq(root, vic, "15340000.vic", (115200000, 729600000), "nvhost_podgov")
-    _write(vic / "of_node" / "name", "vic\0")
-    _write(device_dir / "power" / "control", "auto")
+    write_attr(vic / "of_node" / "name", "vic\0")
+    write_attr(device_dir / "power" / "control", "auto")
     if p.bpmp:
-        _write(root / PTO_COUNTER, p.levels_hz[0])
-    _save_kernel(root, {"profile": p.name, "devfreq": {
+        write_attr(root / PTO_COUNTER, p.levels_hz[0])
+    save_kernel(root, {"profile": p.name, "devfreq": {
         os.path.relpath(devfreq_dir, root): {"gpu": True, "min_req_hz": 0, "max_req_hz": None},
         os.path.relpath(vic_dir, root): {"min_req_hz": 0, "max_req_hz": None}}})
     load_path = root / p.load_rel
-    _write(load_path, 0)
+    write_attr(load_path, 0)
     hwmon_dirs, channels = _build_rails(root, p)
     thermal = {}
     for i, kind in enumerate(p.thermal):
         z = root / f"sys/devices/virtual/thermal/thermal_zone{i}"
-        _write(z / "type", kind)
-        _write(z / "temp", -256000 if kind.startswith("cv") else 40000 + 500 * i)
+        write_attr(z / "type", kind)
+        write_attr(z / "temp", -256000 if kind.startswith("cv") else 40000 + 500 * i)
         _link(root / f"sys/class/thermal/thermal_zone{i}", z)
         thermal[kind] = z
-    _write(root / "proc/device-tree/model", p.model + "\0")
-    _write(root / "etc/nv_tegra_release", p.l4t)
+    write_attr(root / "proc/device-tree/model", p.model + "\0")
+    write_attr(root / "etc/nv_tegra_release", p.l4t)
     nvp = root / "usr/sbin/nvpmodel" if p.nvpmodel else None
     board = FakeBoard(root, p, devfreq_dir, link, device_dir, load_path, hwmon_dirs, channels, thermal, nvp)
     for rail, mw in p.rail_power_mw.items():

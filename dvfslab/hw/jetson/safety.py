@@ -1,8 +1,9 @@
 """What keeps a Jetson from being left pinned: the state file and the signal guard.
 
 The state file holds the clock settings the board had before dvfslab first changed them
-(governor, ``min_freq``, ``max_freq`` in Hz, the GPU's ``power/control``). It is written atomically *before* the first
-sysfs write and removed after a successful restore, so after a SIGKILL or a power loss
+(governor, ``min_freq``, ``max_freq`` in Hz, the GPU's ``power/control``). It is written
+atomically *before* the first sysfs write and removed after a successful restore, so after a
+SIGKILL or a power loss
 ``dvfslab clocks --restore`` (or the next lock, which adopts it) gets the originals back.
 
 Files live in ``$DVFSLAB_STATE_DIR``, else ``$XDG_STATE_HOME/dvfslab``, else
