@@ -194,9 +194,10 @@ def check_baseline(backend: Backend) -> str | None:
     check = getattr(backend.clocks, "baseline_check", None)
     if not callable(check):
         return None
-    result = check().require()
-    return "ok" if result.power_mode is None or result.power_mode.is_maxn else (
-        f"power mode {result.power_mode.describe()} accepted (--power-mode-ok)")
+    mode = check().require().power_mode
+    if mode is not None and mode.is_maxn:
+        return "ok: MAXN, default governor"
+    return f"power mode {mode.describe() if mode else 'unknown'} accepted (--power-mode-ok)"
 
 
 def reset_clocks(backend: Backend) -> None:
