@@ -129,6 +129,7 @@ class JetsonClocks:
         self.last_lock_check: LockCheck | None = None
         self._levels_hz = self._read_levels_hz()
         self._originals: SavedClocks | None = None
+        self._lock_mode: tuple[PowerMode | None] | None = None  # the mode read by the first lock
         self._guard: SignalGuard | None = None
 
     # -- reading ---------------------------------------------------------------------------
@@ -236,7 +237,9 @@ class JetsonClocks:
         levels_mhz = self.levels_mhz()
         target_hz = self._levels_hz[levels_mhz.index(check_level(freq_mhz, levels_mhz, nearest=nearest))]
         self._require_writable()
-        mode = self.power_mode()
+        if self._originals is None or self._lock_mode is None:  # nvpmodel once per locked session
+            self._lock_mode = (self.power_mode(),)
+        mode = self._lock_mode[0]
         self._check_mode_cap(target_hz, mode)
         if self._originals is None:
             self._originals = self._take_originals(mode)
@@ -312,7 +315,7 @@ class JetsonClocks:
 
     def reset(self) -> None:
         """Restore the originals this object saved or adopted (no-op when it locked nothing)."""
-        saved, self._originals = self._originals, None
+        saved, self._originals, self._lock_mode = self._originals, None, None
         if saved is not None:
             self._apply(saved)
             self.state_file.remove()
