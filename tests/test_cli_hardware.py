@@ -95,6 +95,31 @@ def test_power_mode_cap_via_cli(orin_jp6, capsys, fake_kernel_env):
     assert orin_jp6.state()["max_freq_hz"] == 612000000 and orin_jp6.state()["min_freq_hz"] == 306000000
 
 
+def test_set_says_whether_the_bpmp_counter_confirms_the_lock(orin_jp6, capsys, fake_kernel_env):
+    rc, out, _ = cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "714")
+    assert rc == 0 and "measured 714 MHz (BPMP counter)" in out
+    orin_jp6.set_bpmp_readable(False)
+    rc, out, _ = cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--set", "408")
+    assert rc == 0 and "lock unverified" in out and "pto_counter is not readable" in out
+    assert cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--restore")[0] == 0
+    assert limits(orin_jp6) == ORIGINAL
+
+
+def test_list_and_devices_show_limits_rail_and_baseline(orin_jp6, capsys, fake_kernel_env):
+    orin_jp6.set_power_mode(2)
+    orin_jp6.set_throttle(510)
+    rc, out, _ = cli(capsys, "clocks", "--sysfs-root", orin_jp6.root, "--list")
+    assert rc == 0 and "GPU cap 612 MHz, TPC power-gating mask 240" in out
+    assert "effective range: 306-510 MHz (limited by a thermal / cooling-device cap" in out
+    assert "MAXN baseline: NOT ready: power mode is MODE_30W (id 2)" in out
+    orin_jp6.set_throttle(None)
+    orin_jp6.set_power_mode(0)
+    orin_jp6.run_jetson_clocks()
+    rc, out, _ = cli(capsys, "devices", "--sysfs-root", orin_jp6.root)
+    assert rc == 0 and "rail-gating (power/control): on" in out
+    assert "min_freq = max_freq = 1300.5 MHz" in out and "sudo jetson_clocks --restore" in out
+
+
 def test_devices_on_a_fake_tree(tmp_path, capsys, fake_kernel_env):
     board = build_board(tmp_path / "nx", "orin-nx-jp6")
     rc, out, _ = cli(capsys, "devices", "--sysfs-root", board.root)

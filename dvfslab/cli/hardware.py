@@ -1,7 +1,8 @@
 """Hardware commands: ``dvfslab devices``, ``dvfslab clocks``, ``dvfslab run``.
 
-* ``devices [--sysfs-root DIR [--sysfs-io MODULE:CLASS]]``: what this machine offers (board, JetPack, power mode, GPU
-  levels, whether the clocks are writable, rails, load, temperatures, NVML, jtop).
+* ``devices [--sysfs-root DIR [--sysfs-io MODULE:CLASS]]``: what this machine offers (board, JetPack, power mode
+  and its GPU limits, GPU levels, the effective range and what limits it, rail-gating, whether the
+  board is at its MAXN baseline, whether the clocks are writable, rails, load, temperatures, NVML, jtop).
 * ``clocks [--list | --set MHZ [--nearest] | --restore] [--sysfs-root DIR]``: ``--set`` pins
   the GPU and leaves it pinned (originals kept in the state file); ``--restore`` puts the
   originals back (also after a run killed by SIGKILL).
@@ -86,7 +87,7 @@ def _jetson_lines(args, io) -> list[str]:
              f"power mode {d['power_mode'] or 'unknown (nvpmodel not found)'}",
              f"  GPU devfreq: {d['devfreq']} ({d['gpu']})",
              "  levels (MHz): " + " ".join(format_mhz(f) for f in d["levels_mhz"]),
-             "  clocks now: " + _state_line(clocks.state())]
+             "  clocks now: " + _state_line(clocks.state())] + _rule_lines(clocks)
     if d["clock_writable"]:
         lines.append("  clock control: writable")
     else:
@@ -102,6 +103,27 @@ def _jetson_lines(args, io) -> list[str]:
     temps = be.telemetry.temperatures_c()
     lines.append("  temperatures: " + (", ".join(f"{k} {v:.1f} C" for k, v in temps.items()) or "none"))
     return lines
+
+
+def _rule_lines(clocks) -> list[str]:
+    """Power mode limits, effective range, rail-gating and the MAXN-baseline check."""
+    mode = clocks.power_mode()
+    rng = clocks.effective_range(mode)
+    base = clocks.baseline_check()
+    rail = clocks.railgate_state()
+    return [f"  power mode limits: {mode.cap_text() if mode else 'unknown (nvpmodel not found)'}",
+            f"  effective range: {format_mhz(rng.min_freq_mhz)}-{format_mhz(rng.max_freq_mhz)} MHz"
+            + (f" (limited by {rng.limited_by})" if rng.limited_by else ""),
+            f"  rail-gating (power/control): {rail or 'unknown (no power/control file)'}",
+            "  MAXN baseline: " + ("ok" if base.ok else "NOT ready: " + "; ".join(base.problems))]
+
+
+def _lock_check_line(clocks) -> str:
+    check = getattr(clocks, "last_lock_check", None)
+    if check is None:
+        return ""
+    return (f"; measured {format_mhz(check.measured_mhz)} MHz (BPMP counter)" if check.verified
+            else f"; lock {check.why}")
 
 
 def _rails_text(power, description: dict) -> str:
@@ -163,8 +185,9 @@ def run_clocks(args) -> int:
     if args.set is not None:
         st = clocks.lock(args.set, nearest=args.nearest)
         hz = round(st.cur_freq_mhz * 1e6)
-        print(f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz (min_freq = max_freq = {hz}); originals "
-              f"saved in {clocks.state_file.path}; undo with `dvfslab clocks --restore`")
+        print(f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz (min_freq = max_freq = {hz})"
+              f"{_lock_check_line(clocks)}; originals saved in {clocks.state_file.path}; undo with "
+              "`dvfslab clocks --restore`")
         return 0
     if args.restore:
         saved = clocks.restore_saved()
@@ -182,6 +205,7 @@ def run_clocks(args) -> int:
     print("now: " + _state_line(st))
     mode = clocks.power_mode()
     print(f"power mode: {mode.describe() if mode else 'unknown (nvpmodel not found)'}")
+    print("\n".join(line.strip() for line in _rule_lines(clocks)))
     return 0
 
 
@@ -252,7 +276,7 @@ def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
             what = "GPU clock left to the board's default governor"
         else:
             st = clocks.lock(args.freq, nearest=args.nearest)
-            what = f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz"
+            what = f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz{_lock_check_line(clocks)}"
         locked = True
         print(f"{prog}: {what}; running: {' '.join(cmd)}", file=sys.stderr, flush=True)
         try:

@@ -38,6 +38,8 @@ def register(sub) -> None:
     p.add_argument("--no-retry-failed", action="store_true",
                    help="with --resume, keep failed runs as they are instead of running them again")
     p.add_argument("--sysfs-root", default="/", metavar="DIR", help="root of the Jetson sysfs tree (default /)")
+    p.add_argument("--power-mode-ok", action="store_true",
+                   help="--backend jetson: sweep in the current nvpmodel mode even if it is not MAXN")
     g = p.add_argument_group("cool-down between runs (board seconds; virtual on the twin)")
     g.add_argument("--cooldown-temp-c", type=float, default=50.0,
                    help="wait until the GPU is below this temperature (default 50 C)")
@@ -151,7 +153,8 @@ def run(args) -> int:
     from dvfslab.sweep.session import Cooldown
 
     executor = make_executor(args)
-    kwargs = {"jetson": {"sysfs_root": args.sysfs_root}, "sim": {"seed": args.seed}}.get(args.backend, {})
+    kwargs = {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
+              "sim": {"seed": args.seed}}.get(args.backend, {})
     backend = get_backend(args.backend, **kwargs)
     try:
         plan = None

@@ -154,8 +154,11 @@ def measure_idle_power_w(backend: Backend, executor: Executor, sampler: PowerSam
 
 
 def start_session(backend: Backend, executor: Executor, cooldown: Cooldown, session: dict) -> float | None:
-    """Repair/reset the clocks, cool down (temperature only), measure the idle CPU+GPU power."""
+    """Repair/reset the clocks, check the baseline, cool down (temperature only), measure idle power."""
     session["clock_repair"] = repair_clocks(backend)
+    baseline = check_baseline(backend)
+    if baseline is not None:
+        session["baseline_check"] = baseline
     sampler = make_sampler(backend, executor)
     with sampler_running(sampler):
         session["initial_cooldown"] = cool_down(backend, executor, sampler, cooldown, None)
@@ -179,6 +182,22 @@ def set_policy(backend: Backend, spec: RunSpec) -> None:
         backend.clocks.reset()
     else:
         backend.clocks.lock(spec.freq_mhz)
+
+
+def check_baseline(backend: Backend) -> str | None:
+    """Refuse to start when the board's baseline is not its default governor in MAXN.
+
+    Backends whose clocks offer ``baseline_check()`` (Jetson) are checked after the repair, so
+    a lock a killed sweep left behind is not mistaken for jetson_clocks; raises
+    :class:`DvfsError` naming each problem and its fix.
+    """
+    check = getattr(backend.clocks, "baseline_check", None)
+    if not callable(check):
+        return None
+    mode = check().require().power_mode
+    if mode is not None and mode.is_maxn:
+        return "ok: MAXN, default governor"
+    return f"power mode {mode.describe() if mode else 'unknown'} accepted (--power-mode-ok)"
 
 
 def reset_clocks(backend: Backend) -> None:

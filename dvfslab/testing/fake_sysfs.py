@@ -7,10 +7,15 @@ device-tree model, ``etc/nv_tegra_release`` and an ``nvpmodel`` script answering
 
 A file tree cannot react to writes, so the kernel's rules live in :class:`FakeKernelIO`, a
 :class:`~dvfslab.hw.jetson.sysfs.SysfsIO` that performs the same file writes and then
-applies them: a write making ``min_freq > max_freq`` fails with EINVAL, ``max_freq`` is
-capped by the power mode, ``cur_freq`` follows min/max (and a thermal cap), and a file
-without write bits refuses writes with EACCES even for root (as for an unprivileged user).
-The rule state (power-mode cap, thermal cap) is kept in ``<root>/.fake_kernel.json``; a tree
+applies the devfreq rules of L4T kernels 5.10 / 5.15: ``min_freq`` and ``max_freq`` writes are
+PM-QoS *requests* (stored, never rejected for min > max; ``max_freq`` 0 means no limit), and
+the files show the *effective* range the core computes from the requests, the table and a
+cooling-device cap (min clamped to max). A power mode is only the ``max_freq`` request nvpmodel
+wrote (:meth:`FakeBoard.set_power_mode` writes it like nvpmodel; a later write replaces it).
+``cur_freq`` is the OPP the governor asked for; the BPMP ``nafll_gpc0/pto_counter`` (when the
+profile has one) shows the clock *reached*, lower under a clamp below devfreq
+(:meth:`FakeBoard.set_clock_ceiling`). A file without write bits refuses writes with EACCES
+even for root. The rule state (requests, caps) is kept in ``<root>/.fake_kernel.json``; a tree
 without that file gets plain file writes. The file does not select the fake: code under test
 gets :class:`FakeKernelIO` by injection, ``io=board.io()`` in-process, or
 ``DVFSLAB_SYSFS_IO=dvfslab.testing.fake_sysfs:FakeKernelIO`` (``--sysfs-io``) for ``dvfslab``
@@ -20,17 +25,22 @@ commands and sub-processes (see docs/hardware.md).
 from __future__ import annotations
 
 import dataclasses
-import errno
-import json
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dvfslab.hw.jetson.sysfs import SysfsIO
+from dvfslab.hw.jetson.bpmp import PTO_COUNTER
+from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKernelIO: public here too)
+    KERNEL_FILE,
+    FakeKernelIO,
+    apply_rules,
+    load_kernel,
+    nvpmodel_conf,
+    save_kernel,
+    write_attr,
+    write_nvpmodel,
+)
 
-#: the fake kernel's rule state, at the root of every tree ``build_board`` writes
-KERNEL_FILE = ".fake_kernel.json"
 #: what ``$DVFSLAB_SYSFS_IO`` / ``--sysfs-io`` take to select :class:`FakeKernelIO`
 FAKE_KERNEL_IO = "dvfslab.testing.fake_sysfs:FakeKernelIO"
 ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,
@@ -44,8 +54,11 @@ ORIN_THERMAL = ("cpu-thermal", "gpu-thermal", "cv0-thermal", "cv1-thermal", "cv2
                 "tdiode-thermal")
 XAVIER_THERMAL = ("CPU-therm", "GPU-therm", "AUX-therm", "AO-therm", "PMIC-Die", "Tboard_tegra",
                   "Tdiode_tegra", "thermal-fan-est")
-AGX_ORIN_MODES = {0: ("MAXN", 1300500000), 1: ("MODE_15W", 408000000),
-                  2: ("MODE_30W", 612000000), 3: ("MODE_50W", 816000000)}
+#: id -> (name, GPU max request in Hz or None = no cap, TPC_PG_MASK), from the real
+#: ``nvpmodel -p --verbose`` dump of an AGX Orin 64GB (tests/data/nvpmodel/)
+AGX_ORIN_MODES = {0: ("MAXN", None, 0), 1: ("MODE_15W", 408000000, 248),
+                  2: ("MODE_30W", 612000000, 240), 3: ("MODE_50W", 816000000, 0)}
+MAXN_ONLY = {0: ("MAXN", None, 0)}
 ORIN_HWMON = {"1-0040": ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"), "1-0041": (None, "VDDQ_VDD2_1V8AO", None)}
 
 
@@ -66,11 +79,12 @@ class BoardProfile:
     hwmon_index: int = 1
     update_interval_ms: int | None = None
     thermal: tuple[str, ...] = ORIN_THERMAL
-    power_modes: dict = field(default_factory=dict)  # id -> (name, gpu cap Hz)
+    power_modes: dict = field(default_factory=dict)  # id -> (name, gpu cap Hz | None, tpc mask)
     power_mode: int | None = 0
     nvpmodel: bool = True
     governor: str = "nvhost_podgov"
     rail_power_mw: dict = field(default_factory=dict)
+    bpmp: bool = True  # a readable nafll_gpc0/pto_counter (debugfs, root)
 
 
 def _orin(name: str, jp: int, **kw) -> BoardProfile:
@@ -95,7 +109,7 @@ XAVIER_RAILS = {"1-0040": ("GPU", "CPU", "SOC"), "1-0041": ("CV", "VDDRQ", "SYS5
 XAVIER_BASE = dict(
     model="Jetson-AGX", device_dir="sys/devices/17000000.gv11b", node_name="17000000.gv11b",
     of_node_name="gv11b", levels_hz=XAVIER_LEVELS_HZ, load_rel="sys/devices/gpu.0/load",
-    rails=XAVIER_RAILS, thermal=XAVIER_THERMAL, power_modes={0: ("MAXN", XAVIER_LEVELS_HZ[-1])},
+    rails=XAVIER_RAILS, thermal=XAVIER_THERMAL, power_modes=MAXN_ONLY, bpmp=False,
     rail_power_mw={"GPU": 1500.0, "CPU": 700.0, "SOC": 1200.0, "CV": 0.0, "VDDRQ": 300.0, "SYS5V": 2100.0},
 )
 PROFILES: dict[str, BoardProfile] = {
@@ -104,7 +118,7 @@ PROFILES: dict[str, BoardProfile] = {
     "orin-nx-jp6": _orin(
         "orin-nx-jp6", 6, model="NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
         levels_hz=ORIN_NX_LEVELS_HZ, rails={"1-0040": ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC")},
-        power_modes={0: ("MAXN", ORIN_NX_LEVELS_HZ[-1])}, update_interval_ms=None,
+        power_modes=MAXN_ONLY, update_interval_ms=None,
         rail_power_mw={"VDD_IN": 5200.0, "VDD_CPU_GPU_CV": 1100.0, "VDD_SOC": 1400.0}),
     "agx-xavier-jp5": BoardProfile(
         name="agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
@@ -115,98 +129,9 @@ PROFILES: dict[str, BoardProfile] = {
 }
 
 
-def _write_in_place(path: Path, data: bytes) -> None:
-    """Overwrite from offset 0, then truncate: a SIGKILL at any point leaves the old value or
-    the new one followed by a stale tail after its newline (still parsed right), never an
-    empty file, as sysfs attributes are never seen half-written. The inode is kept, so
-    readers holding the file open (the power reader) see the new value."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        os.ftruncate(fd, len(data))
-    finally:
-        os.close(fd)
-
-
-def _write(path: Path, text) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_in_place(path, f"{text}\n".encode())
-
-
 def _link(link: Path, target: Path) -> None:
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(os.path.relpath(target, link.parent))
-
-
-def _load_kernel(root: Path) -> dict:
-    """The rule state; a tree without it (not made by ``build_board``) has no devfreq rules."""
-    try:
-        return json.loads((root / KERNEL_FILE).read_text())
-    except FileNotFoundError:
-        return {"devfreq": {}}
-
-
-def _save_kernel(root: Path, kernel: dict) -> None:
-    (root / KERNEL_FILE).write_text(json.dumps(kernel, indent=1))
-
-
-def _einval(path: Path, why: str) -> OSError:
-    return OSError(errno.EINVAL, f"{os.strerror(errno.EINVAL)} ({why})", str(path))
-
-
-class FakeKernelIO(SysfsIO):
-    """Real file I/O under ``root`` plus the kernel's devfreq rules (see the module doc)."""
-
-    def _write_bytes(self, path: Path, data: bytes) -> None:
-        _write_in_place(path, data)
-
-    def writable(self, rel) -> bool:
-        path = self.path(rel)
-        return path.exists() and bool(path.stat().st_mode & 0o222) and super().writable(path)
-
-    def write(self, rel, value) -> None:
-        path = self.path(rel)
-        if path.exists() and not path.stat().st_mode & 0o222:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-        real = Path(os.path.realpath(path))
-        kernel = _load_kernel(self.root)
-        dev_rel = os.path.relpath(real.parent, os.path.realpath(self.root))
-        if dev_rel not in kernel["devfreq"] or real.name not in ("min_freq", "max_freq", "governor"):
-            return super().write(path, value)
-        self._devfreq_write(real, str(value).strip(), kernel["devfreq"][dev_rel])
-        update_cur_freq(real.parent, kernel["devfreq"][dev_rel])
-
-    def _devfreq_write(self, path: Path, text: str, rules: dict) -> None:
-        d = path.parent
-        if path.name == "governor":
-            if text not in (d / "available_governors").read_text().split():
-                raise _einval(path, f"unknown governor {text!r}")
-            return super().write(path, text)
-        try:
-            hz = int(text)
-        except ValueError:
-            raise _einval(path, f"not an integer: {text!r}") from None
-        cur_min, cur_max = int((d / "min_freq").read_text()), int((d / "max_freq").read_text())
-        if path.name == "min_freq" and hz > cur_max:
-            raise _einval(path, f"min_freq {hz} > max_freq {cur_max}")
-        if path.name == "max_freq":
-            if hz < cur_min:
-                raise _einval(path, f"max_freq {hz} < min_freq {cur_min}")
-            if rules.get("cap_hz"):
-                hz = min(hz, rules["cap_hz"])
-        super().write(path, hz)
-
-
-def update_cur_freq(d: Path, rules: dict) -> None:
-    """``cur_freq`` after a limit change: clamped to [min, max] (performance: max), then thermal cap."""
-    levels = sorted(int(v) for v in (d / "available_frequencies").read_text().split())
-    lo, hi = int((d / "min_freq").read_text()), int((d / "max_freq").read_text())
-    cur = int((d / "cur_freq").read_text())
-    gov = (d / "governor").read_text().strip() if (d / "governor").exists() else ""
-    cur = hi if gov == "performance" else lo if gov == "powersave" else min(max(cur, lo), hi)
-    if rules.get("throttle_hz"):
-        cur = min(cur, max([f for f in levels if f <= rules["throttle_hz"]] or levels[:1]))
-    _write(d / "cur_freq", cur)
 
 
 @dataclass
@@ -245,47 +170,70 @@ class FakeBoard:
         d, c = self.rail_channels[name]
         if self.profile.rail_kind == "iio":
             mw = int(round(power_mw if power_mw is not None else mv * ma / 1000))
-            _write(d / f"in_power{c}_input", mw)
+            write_attr(d / f"in_power{c}_input", mw)
             return float(mw)
         mv = int(mv if mv is not None else int((d / f"in{c}_input").read_text()))
         ma = int(ma if ma is not None else round(power_mw * 1000 / mv))
-        _write(d / f"in{c}_input", mv)
-        _write(d / f"curr{c}_input", ma)
+        write_attr(d / f"in{c}_input", mv)
+        write_attr(d / f"curr{c}_input", ma)
         return mv * ma / 1000.0
 
     def set_load(self, pct: float) -> None:
-        _write(self.load_path, int(round(pct * 10)))
+        write_attr(self.load_path, int(round(pct * 10)))
 
     def set_temp(self, zone_type: str, temp_c: float) -> None:
-        _write(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
+        write_attr(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
 
     def _update_rules(self, **changes) -> dict:
-        kernel = _load_kernel(self.root)
+        kernel = load_kernel(self.root)
         rules = kernel["devfreq"][self.devfreq_rel]
         rules.update(changes)
-        _save_kernel(self.root, kernel)
+        save_kernel(self.root, kernel)
+        apply_rules(self.root, self.devfreq_dir, rules)
         return rules
 
     def set_power_mode(self, mode_id: int, *, name: str | None = None, gpu_cap_mhz: float | None = None) -> None:
-        """Switch like ``nvpmodel -m``: cap ``max_freq`` (and set it to the cap)."""
+        """Switch like ``nvpmodel -m``: write the mode's GPU min/max *requests* (max: its cap, or no
+        limit in MAXN) and its TPC mask; ``nvpmodel -q`` then answers the new mode. Nothing keeps
+        a later ``max_freq`` write under the cap, as on a real board."""
         modes = self.profile.power_modes
         if gpu_cap_mhz is None and mode_id not in modes:
             raise ValueError(f"profile {self.profile.name} has no power mode {mode_id}: {sorted(modes)}")
-        mode_name, cap_hz = modes.get(mode_id, (name or f"MODE_{mode_id}", None))
+        mode_name, cap_hz, mask = modes.get(mode_id, (name or f"MODE_{mode_id}", None, 0))
         cap_hz = int(round(gpu_cap_mhz * 1e6)) if gpu_cap_mhz is not None else cap_hz
-        rules = self._update_rules(cap_hz=cap_hz, mode_id=mode_id, mode_name=name or mode_name)
-        d = self.devfreq_dir
-        if int((d / "min_freq").read_text()) > cap_hz:
-            _write(d / "min_freq", cap_hz)
-        _write(d / "max_freq", cap_hz)
-        update_cur_freq(d, rules)
+        self._update_rules(min_req_hz=0, max_req_hz=cap_hz)
+        write_attr(self.device_dir / "tpc_pg_mask", mask)
         if self.nvpmodel_path is not None:
-            _write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
+            modes = {**modes, mode_id: (name or mode_name, cap_hz, mask)}
+            write_attr(self.root / "etc/nvpmodel.conf", nvpmodel_conf(modes))
+            write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
 
     def set_throttle(self, freq_mhz: float | None) -> None:
-        """Emulate a thermal cap on ``cur_freq`` (``None`` lifts it)."""
-        rules = self._update_rules(throttle_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
-        update_cur_freq(self.devfreq_dir, rules)
+        """A thermal cooling-device cap: a lower *effective* ``max_freq`` (``None`` lifts it)."""
+        self._update_rules(thermal_cap_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
+
+    def set_clock_ceiling(self, freq_mhz: float | None) -> None:
+        """A clamp below devfreq (BPMP thermal / power): only the ``pto_counter`` shows it."""
+        self._update_rules(clock_ceiling_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
+
+    def set_bpmp_readable(self, readable: bool) -> None:
+        """Give or take the BPMP clock counter (debugfs needs root: absent = not root)."""
+        pto = self.root / PTO_COUNTER
+        if readable:
+            write_attr(pto, 0)
+            self._update_rules()
+        elif pto.exists():
+            pto.unlink()
+
+    def run_jetson_clocks(self) -> None:
+        """What ``sudo jetson_clocks`` does to the GPU: min = max = the mode's max, rail held on."""
+        io = self.io()
+        io.write(self.devfreq_dir / "min_freq", int((self.devfreq_dir / "max_freq").read_text()))
+        write_attr(self.railgate_path, "on")
+
+    @property
+    def railgate_path(self) -> Path:
+        return self.device_dir / "power" / "control"
 
     def make_read_only(self, read_only: bool = True) -> None:
         """Drop (or give back) the write bits of the GPU clock files."""
@@ -294,21 +242,14 @@ class FakeBoard:
             p.chmod(0o444 if read_only else 0o644)
 
 
-def _write_nvpmodel(path: Path, mode_id: int, name: str) -> None:
-    _write(path, "#!/bin/sh\n# fake nvpmodel written by dvfslab.testing.fake_sysfs\n"
-           f'if [ "$1" = "-q" ]; then printf "NV Fan Mode:quiet\\nNV Power Mode: {name}\\n{mode_id}\\n"; '
-           'exit 0; fi\necho "fake nvpmodel: only -q is supported" >&2\nexit 1')
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
 def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, governor: str) -> tuple[Path, Path]:
     d = device_dir / "devfreq" / node_name
-    _write(d / "available_frequencies", " ".join(str(f) for f in levels_hz))
-    _write(d / "available_governors", GOVERNORS)
-    _write(d / "governor", governor)
+    write_attr(d / "available_frequencies", " ".join(str(f) for f in levels_hz))
+    write_attr(d / "available_governors", GOVERNORS)
+    write_attr(d / "governor", governor)
     for name, value in (("min_freq", levels_hz[0]), ("max_freq", levels_hz[-1]),
                         ("cur_freq", levels_hz[0]), ("target_freq", levels_hz[0])):
-        _write(d / name, value)
+        write_attr(d / name, value)
     _link(d / "device", device_dir)
     link = root / "sys/class/devfreq" / node_name
     _link(link, d)
@@ -322,25 +263,25 @@ def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
             d = root / "sys/bus/i2c/drivers/ina3221x" / addr / f"iio:device{i}"
             for c, label in enumerate(labels):
                 if label:
-                    _write(d / f"rail_name_{c}", label)
-                    _write(d / f"in_voltage{c}_input", 5000)
-                    _write(d / f"in_current{c}_input", 0)
-                    _write(d / f"in_power{c}_input", 0)
+                    write_attr(d / f"rail_name_{c}", label)
+                    write_attr(d / f"in_voltage{c}_input", 5000)
+                    write_attr(d / f"in_current{c}_input", 0)
+                    write_attr(d / f"in_power{c}_input", 0)
                     channels[label] = (d, c)
         else:
             d = root / "sys/bus/i2c/drivers/ina3221" / addr / "hwmon" / f"hwmon{p.hwmon_index + i}"
-            _write(d / "name", "ina3221")
+            write_attr(d / "name", "ina3221")
             if p.update_interval_ms is not None:
-                _write(d / "update_interval", p.update_interval_ms)
+                write_attr(d / "update_interval", p.update_interval_ms)
             for c, label in enumerate(labels, start=1):
                 if label:
-                    _write(d / f"in{c}_label", label)
-                _write(d / f"in{c}_input", 1800 if label and "1V8" in label else 5000)
-                _write(d / f"curr{c}_input", 0)
-                _write(d / f"curr{c}_crit", 5000)
+                    write_attr(d / f"in{c}_label", label)
+                write_attr(d / f"in{c}_input", 1800 if label and "1V8" in label else 5000)
+                write_attr(d / f"curr{c}_input", 0)
+                write_attr(d / f"curr{c}_crit", 5000)
                 channels[label or f"{addr}/in{c}"] = (d, c)
-            _write(d / "in7_label", "sum of shunt voltages")
-            _write(d / "in7_input", 12)
+            write_attr(d / "in7_label", "sum of shunt voltages")
+            write_attr(d / "in7_input", 12)
         dirs[addr] = d
     return dirs, channels
 
@@ -357,26 +298,29 @@ def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overri
     p = dataclasses.replace(PROFILES[profile], **overrides)
     root = Path(os.path.realpath(root))
     device_dir = root / p.device_dir
-    _write(device_dir / "of_node" / "name", p.of_node_name + "\0")
+    write_attr(device_dir / "of_node" / "name", p.of_node_name + "\0")
     devfreq_dir, link = _build_devfreq(root, device_dir, p.node_name, p.levels_hz, p.governor)
     vic = root / "sys/devices/platform/bus@0/15340000.vic"
     vic_dir, _ = _build_devfreq(root, vic, "15340000.vic", (115200000, 729600000), "nvhost_podgov")
-    _write(vic / "of_node" / "name", "vic\0")
-    _save_kernel(root, {"profile": p.name, "devfreq": {
-        os.path.relpath(devfreq_dir, root): {"cap_hz": None, "throttle_hz": None},
-        os.path.relpath(vic_dir, root): {"cap_hz": None, "throttle_hz": None}}})
+    write_attr(vic / "of_node" / "name", "vic\0")
+    write_attr(device_dir / "power" / "control", "auto")
+    if p.bpmp:
+        write_attr(root / PTO_COUNTER, p.levels_hz[0])
+    save_kernel(root, {"profile": p.name, "devfreq": {
+        os.path.relpath(devfreq_dir, root): {"gpu": True, "min_req_hz": 0, "max_req_hz": None},
+        os.path.relpath(vic_dir, root): {"min_req_hz": 0, "max_req_hz": None}}})
     load_path = root / p.load_rel
-    _write(load_path, 0)
+    write_attr(load_path, 0)
     hwmon_dirs, channels = _build_rails(root, p)
     thermal = {}
     for i, kind in enumerate(p.thermal):
         z = root / f"sys/devices/virtual/thermal/thermal_zone{i}"
-        _write(z / "type", kind)
-        _write(z / "temp", -256000 if kind.startswith("cv") else 40000 + 500 * i)
+        write_attr(z / "type", kind)
+        write_attr(z / "temp", -256000 if kind.startswith("cv") else 40000 + 500 * i)
         _link(root / f"sys/class/thermal/thermal_zone{i}", z)
         thermal[kind] = z
-    _write(root / "proc/device-tree/model", p.model + "\0")
-    _write(root / "etc/nv_tegra_release", p.l4t)
+    write_attr(root / "proc/device-tree/model", p.model + "\0")
+    write_attr(root / "etc/nv_tegra_release", p.l4t)
     nvp = root / "usr/sbin/nvpmodel" if p.nvpmodel else None
     board = FakeBoard(root, p, devfreq_dir, link, device_dir, load_path, hwmon_dirs, channels, thermal, nvp)
     for rail, mw in p.rail_power_mw.items():

@@ -5,22 +5,44 @@
 callers that want only one. :class:`SysfsIO` is the one object every sysfs read and write goes
 through; :func:`default_io` gives the plain one, or the class injected by ``$DVFSLAB_SYSFS_IO``
 (docs/hardware.md).
+
+The board's rules (docs/hardware.md): :func:`read_power_mode` (nvpmodel mode and its GPU
+limits), :func:`effective_range` / :func:`baseline_check` (devfreq QoS range, MAXN baseline),
+:func:`verify_lock` (BPMP clock counter), :func:`railgate_state` (``gpu.0/power/control``).
 """
 
 from __future__ import annotations
 
 from dvfslab.hw.jetson.backend import open_backend
+from dvfslab.hw.jetson.baseline import (
+    BaselineCheck,
+    EffectiveRange,
+    baseline_check,
+    effective_range,
+)
+from dvfslab.hw.jetson.bpmp import LockCheck, verify_lock
 from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
+from dvfslab.hw.jetson.nvpmodel import PowerMode, read_power_mode
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
+from dvfslab.hw.jetson.railgate import railgate_state
 from dvfslab.hw.jetson.sysfs import SYSFS_IO_ENV, SysfsIO, default_io
 
 __all__ = [
+    "BaselineCheck",
+    "EffectiveRange",
     "JetsonClocks",
     "JetsonPowerReader",
     "JetsonTelemetry",
+    "LockCheck",
+    "PowerMode",
     "SYSFS_IO_ENV",
     "SysfsIO",
+    "baseline_check",
     "default_io",
+    "effective_range",
     "find_gpu_devfreq",
     "open_backend",
+    "railgate_state",
+    "read_power_mode",
+    "verify_lock",
 ]

@@ -13,7 +13,8 @@ import re
 import time
 
 from dvfslab.hw.base import Backend, BackendUnavailableError, PowerReadError
-from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq, query_power_mode
+from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
+from dvfslab.hw.jetson.nvpmodel import read_power_mode
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 
@@ -44,18 +45,20 @@ def jetpack_release(io: SysfsIO) -> str | None:
     return f"L4T R{major}.{rev}" + (f" (JetPack {jp})" if jp else "")
 
 
-def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, **kw) -> Backend:
+def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, power_mode_ok: bool = False,
+                 **kw) -> Backend:
     """Open the Jetson backend under ``sysfs_root`` (through ``io`` when given).
 
     Raises :class:`BackendUnavailableError` when no GPU devfreq node is found. Rails that
     cannot be found leave ``power=None`` (the reason is in ``description["power_error"]``).
-    Unknown keyword arguments (meant for other backends) are ignored.
+    ``power_mode_ok`` lets a sweep's baseline check accept a mode other than MAXN. Unknown
+    keyword arguments (meant for other backends) are ignored.
     """
     io = io if io is not None else default_io(sysfs_root)
     if not io.exists("sys/class/devfreq"):
         raise BackendUnavailableError(f"{io.path('sys/class/devfreq')} does not exist (not a Jetson)")
     node = find_gpu_devfreq(io)
-    clocks = JetsonClocks(io=io, node=node, state_dir=state_dir)
+    clocks = JetsonClocks(io=io, node=node, state_dir=state_dir, power_mode_ok=power_mode_ok)
     telemetry = JetsonTelemetry(io=io, devfreq_rel=node.rel)
     description = {
         "board": board_model(io),
@@ -69,8 +72,10 @@ def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, **kw
         "total_rails": [],
         "simulated": False,
     }
-    mode = query_power_mode(io)
+    mode = read_power_mode(io)
     description["power_mode"] = mode.describe() if mode else None
+    description["power_mode_gpu_max_mhz"] = mode.gpu_max_mhz if mode else None
+    description["railgate_control"] = clocks.railgate_state()
     power = None
     try:
         power = JetsonPowerReader(io=io, devfreq_rel=node.rel, clock=time.monotonic)

@@ -1,18 +1,19 @@
 """Jetson GPU clock control through devfreq (``min_freq`` / ``max_freq``), done safely.
 
 * :func:`find_gpu_devfreq` discovers the GPU node under ``sys/class/devfreq`` (JetPack 4–6).
-* :func:`plan_lock_writes` is the pure write-ordering rule (never ``min > max`` in between).
-* :class:`JetsonClocks` locks a level, reads it back, and restores the originals on exit,
-  on exceptions and on SIGINT/SIGTERM, with a state file written before the first write.
+* :func:`plan_lock_writes` is the pure write-ordering rule (never ``min > max`` in between:
+  kernels before 5.10 reject it; 5.10 / 5.15 take both files as PM-QoS requests and clamp the
+  effective range on read, so the order only matters there for what is seen in between).
+* :class:`JetsonClocks` locks a level (refusing one above the power mode's GPU cap), holds the
+  GPU rail on, reads the lock back (``cur_freq`` is the requested rate; the BPMP counter, when
+  readable, is the measured one), and restores the originals on exit, on exceptions and on
+  SIGINT/SIGTERM, with a state file written before the first write.
 
 sysfs speaks Hz; everything public here speaks MHz (``levels_mhz``, ``freq_mhz``).
 """
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +25,21 @@ from dvfslab.hw.base import (
     check_level,
     format_mhz,
 )
+from dvfslab.hw.jetson.baseline import (
+    BaselineCheck,
+    EffectiveRange,
+    baseline_check,
+    effective_range,
+)
+from dvfslab.hw.jetson.bpmp import PTO_COUNTER, LockCheck, verify_lock
+from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, query_power_mode, read_power_mode
+from dvfslab.hw.jetson.railgate import find_railgate_control, railgate_state
 from dvfslab.hw.jetson.safety import SavedClocks, SignalGuard, StateFile, check_owner, make_saved
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io, permission_error, write_checked
 
 #: devfreq node / of_node names of Jetson GPUs (TX2, Xavier, Orin, Thor; ``gpu`` on JetPack 6)
 GPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 DEVFREQ_CLASS = "sys/class/devfreq"
-NVPMODEL_PATHS = ("usr/sbin/nvpmodel", "usr/bin/nvpmodel")
 
 
 @dataclass(frozen=True)
@@ -43,17 +52,6 @@ class DevfreqNode:
 
     def attr(self, name: str) -> str:
         return f"{self.rel}/{name}"
-
-
-@dataclass(frozen=True)
-class PowerMode:
-    """The nvpmodel power mode (``nvpmodel -q``)."""
-
-    id: int | None
-    name: str
-
-    def describe(self) -> str:
-        return f"{self.name} (id {self.id})" if self.id is not None else self.name
 
 
 def _gpu_name(io: SysfsIO, node: Path) -> str | None:
@@ -103,24 +101,6 @@ def plan_lock_writes(cur_min_hz: int, cur_max_hz: int, target_hz: int) -> list[t
     return plan_range_writes(cur_min_hz, cur_max_hz, target_hz, target_hz)
 
 
-def query_power_mode(io: SysfsIO, timeout_s: float = 5.0) -> PowerMode | None:
-    """``nvpmodel -q`` (the binary under the root), parsed; ``None`` when unavailable."""
-    for rel in NVPMODEL_PATHS:
-        exe = io.path(rel)
-        if not (exe.is_file() and os.access(exe, os.X_OK)):
-            continue
-        try:
-            out = subprocess.run([str(exe), "-q"], capture_output=True, text=True, timeout=timeout_s)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        m = re.search(r"NV Power Mode:\s*(\S+)\s*\n\s*(\d+)", out.stdout)
-        if m:
-            return PowerMode(int(m.group(2)), m.group(1))
-        m = re.search(r"NV Power Mode:\s*(\S+)", out.stdout)
-        return PowerMode(None, m.group(1)) if m else None
-    return None
-
-
 class JetsonClocks:
     """:class:`~dvfslab.hw.base.ClockControl` over the GPU devfreq node.
 
@@ -130,19 +110,26 @@ class JetsonClocks:
             clocks.lock(612)
             ...
 
-    ``lock`` saves the originals to the state file before its first write (or adopts the
-    originals a killed run left there); ``reset`` restores them and removes the file.
+    ``lock`` refuses a level above the power mode's GPU cap (the kernel would not), saves the
+    originals to the state file before its first write (or adopts the originals a killed run
+    left there), holds the GPU rail on, and checks the clock reached with the BPMP counter when
+    it is readable (:attr:`last_lock_check`); ``reset`` restores everything and removes the file.
+    ``power_mode_ok`` relaxes the MAXN requirement of :meth:`baseline_check`.
     """
 
     def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, node: DevfreqNode | None = None,
-                 state_dir=None, settle_s: float = 0.2, handle_signals: bool = True):
+                 state_dir=None, settle_s: float = 0.2, handle_signals: bool = True,
+                 power_mode_ok: bool = False):
         self.io = io if io is not None else default_io(sysfs_root)
         self.node = node or find_gpu_devfreq(self.io)
         self.state_file = StateFile(self.io.root, self.node.rel, state_dir)
         self.settle_s = float(settle_s)
         self.handle_signals = handle_signals
+        self.power_mode_ok = power_mode_ok
+        self.last_lock_check: LockCheck | None = None
         self._levels_hz = self._read_levels_hz()
         self._originals: SavedClocks | None = None
+        self._lock_mode: tuple[PowerMode | None] | None = None  # the mode read by the first lock
         self._guard: SignalGuard | None = None
 
     # -- reading ---------------------------------------------------------------------------
@@ -162,7 +149,7 @@ class JetsonClocks:
         return [hz / 1e6 for hz in self._levels_hz]
 
     def state(self) -> ClockState:
-        """Current cur/min/max (MHz), governor and levels."""
+        """Current cur/min/max (MHz), governor and levels. ``cur_freq`` is the *requested* rate."""
         return ClockState(
             cur_freq_mhz=self.io.read_int(self.node.attr("cur_freq")) / 1e6,
             min_freq_mhz=self.io.read_int(self.node.attr("min_freq")) / 1e6,
@@ -176,7 +163,24 @@ class JetsonClocks:
         return all(self.io.writable(self.node.attr(f)) for f in ("min_freq", "max_freq"))
 
     def power_mode(self) -> PowerMode | None:
-        return query_power_mode(self.io)
+        """The nvpmodel mode and its GPU limits (``None`` without nvpmodel)."""
+        return read_power_mode(self.io)
+
+    def effective_range(self, mode: PowerMode | None = None) -> EffectiveRange:
+        return effective_range(self.io, self.node.rel, self.levels_mhz(), mode or self.power_mode())
+
+    def baseline_check(self, power_mode_ok: bool | None = None) -> BaselineCheck:
+        """MAXN, min < max and a load-following governor: what a MAXN baseline run needs."""
+        ok = self.power_mode_ok if power_mode_ok is None else power_mode_ok
+        return baseline_check(self.io, self.node.rel, self.levels_mhz(), self.power_mode(),
+                              self._read_governor(), power_mode_ok=ok)
+
+    def railgate_state(self) -> str | None:
+        return railgate_state(self.io, self.node.rel)
+
+    def verify_lock(self, freq_mhz: float) -> LockCheck:
+        """The BPMP counter against ``freq_mhz`` (unverified when it is not readable)."""
+        return verify_lock(self.io, freq_mhz)
 
     # -- changing --------------------------------------------------------------------------
     def _require_writable(self) -> None:
@@ -187,48 +191,88 @@ class JetsonClocks:
     def _write(self, name: str, value) -> None:
         write_checked(self.io, self.node.attr(name), value, self.node.name)
 
-    def _take_originals(self) -> SavedClocks:
-        """Adopt a stale state file (board left pinned) or save the current settings."""
+    def _take_originals(self, mode: PowerMode | None) -> SavedClocks:
+        """Adopt a stale state file (board left pinned) or save the current settings.
+
+        The maximum saved is the power mode's own request (its cap, or the table's top in a
+        mode without one) when the mode is known: ``max_freq`` read under a thermal cap would
+        otherwise be restored as a permanent cap.
+        """
         saved = self.state_file.load()
         if saved is not None:
             check_owner(saved, self.state_file.path)
         else:
+            max_hz = self.io.read_int(self.node.attr("max_freq"))
+            if mode is not None and mode.limits_known:
+                cap = self._levels_hz[-1] if mode.gpu_max_mhz is None else round(mode.gpu_max_mhz * 1e6)
+                max_hz = min(cap, self._levels_hz[-1])
             saved = make_saved(str(self.io.root), self.node.rel, self._read_governor(),
-                               self.io.read_int(self.node.attr("min_freq")),
-                               self.io.read_int(self.node.attr("max_freq")))
+                               self.io.read_int(self.node.attr("min_freq")), max_hz,
+                               railgate_state(self.io, self.node.rel))
         self.state_file.save(make_saved(saved.sysfs_root, saved.node, saved.governor,
-                                        saved.min_freq_hz, saved.max_freq_hz))
+                                        saved.min_freq_hz, saved.max_freq_hz, saved.railgate_control))
         return saved
+
+    def _check_mode_cap(self, target_hz: int, mode: PowerMode | None) -> None:
+        """Refuse a level above the mode's GPU cap before any write (the kernel would take it)."""
+        if mode is None or mode.gpu_max_mhz is None or target_hz <= mode.gpu_max_mhz * 1e6 + 0.5:
+            return
+        cap = mode.gpu_max_mhz
+        err = FrequencyCappedError(
+            f"{format_mhz(target_hz / 1e6)} MHz is above the GPU cap of power mode {mode.describe()}: "
+            f"{format_mhz(cap)} MHz ({mode.cap_text()}; from {mode.source}). The kernel would accept "
+            f"the write but the mode's TPC power-gating stays on; {MAXN_FIX} or pick a level <= "
+            f"{format_mhz(cap)} MHz. Nothing was changed"
+        )
+        err.requested_mhz, err.cap_mhz, err.power_mode = target_hz / 1e6, cap, mode
+        raise err
 
     def lock(self, freq_mhz: float, nearest: bool = False) -> ClockState:
         """Pin the GPU at one level (``nearest`` snaps a non-level); return the state read back.
 
-        On a cap (power mode, thermal) the originals are restored and
-        :class:`FrequencyCappedError` names the cap and the power mode.
+        A level above the power mode's GPU cap is refused before anything is written. When the
+        effective max stays lower (thermal cap), ``cur_freq`` does not follow, or the BPMP counter
+        shows another clock, the originals are restored and :class:`FrequencyCappedError` says why.
         """
         levels_mhz = self.levels_mhz()
         target_hz = self._levels_hz[levels_mhz.index(check_level(freq_mhz, levels_mhz, nearest=nearest))]
         self._require_writable()
+        if self._originals is None or self._lock_mode is None:  # nvpmodel once per locked session
+            self._lock_mode = (self.power_mode(),)
+        mode = self._lock_mode[0]
+        self._check_mode_cap(target_hz, mode)
         if self._originals is None:
-            self._originals = self._take_originals()
+            self._originals = self._take_originals(mode)
         try:
+            self._hold_rail()
             cur_min = self.io.read_int(self.node.attr("min_freq"))
             cur_max = self.io.read_int(self.node.attr("max_freq"))
             for name, value in plan_lock_writes(cur_min, cur_max, target_hz):
                 self._write(name, value)
                 if name == "max_freq":
-                    self._check_max(target_hz)
-            return self._settle(target_hz)
+                    self._check_max(target_hz, mode)
+            st = self._settle(target_hz, mode)
+            self.last_lock_check = check = self.verify_lock(target_hz / 1e6)
+            if check.measured_mhz is not None and not check.verified:
+                raise self._capped_error(target_hz, round(check.measured_mhz * 1e6), "pto_counter",
+                                         mode, check.why)
+            return st
         except BaseException:
             self.reset()
             raise
 
-    def _check_max(self, target_hz: int) -> None:
+    def _hold_rail(self) -> None:
+        """Keep the GPU rail powered while locked (as nvpmodel / jetson_clocks do)."""
+        rel = find_railgate_control(self.io, self.node.rel)
+        if rel is not None and self.io.read_text(rel) != "on":
+            write_checked(self.io, rel, "on", self.node.name)
+
+    def _check_max(self, target_hz: int, mode: PowerMode | None) -> None:
         got = self.io.read_int(self.node.attr("max_freq"))
         if got < target_hz:
-            raise self._capped_error(target_hz, got, "max_freq")
+            raise self._capped_error(target_hz, got, "max_freq", mode)
 
-    def _settle(self, target_hz: int) -> ClockState:
+    def _settle(self, target_hz: int, mode: PowerMode | None) -> ClockState:
         """Read back until cur_freq reaches the target or ``settle_s`` passes."""
         deadline = time.monotonic() + self.settle_s
         while True:
@@ -236,21 +280,22 @@ class JetsonClocks:
             if abs(st.cur_freq_mhz * 1e6 - target_hz) < 0.5e6 and st.locked:
                 return st
             if time.monotonic() >= deadline:
-                raise self._capped_error(target_hz, round(st.cur_freq_mhz * 1e6), "cur_freq")
+                raise self._capped_error(target_hz, round(st.cur_freq_mhz * 1e6), "cur_freq", mode)
             time.sleep(0.01)
 
-    def _capped_error(self, target_hz: int, got_hz: int, attr: str) -> FrequencyCappedError:
-        mode = self.power_mode()
+    def _capped_error(self, target_hz: int, got_hz: int, attr: str, mode: PowerMode | None,
+                      why: str | None = None) -> FrequencyCappedError:
         mode_txt = (f"power mode {mode.describe()} (from nvpmodel -q)" if mode else
-                    f"power mode unknown (no nvpmodel under {self.io.root}); devfreq cap "
+                    f"power mode unknown (no nvpmodel under {self.io.root}); effective cap "
                     f"{format_mhz(got_hz / 1e6)} MHz")
-        why = ("capped by the power mode" if attr == "max_freq" else
-               "thermal throttling or another limit")
+        why = why or ("the effective max stays lower than the request: a thermal / cooling-device "
+                      "cap or another max_freq request, not the power mode" if attr == "max_freq"
+                      else "thermal throttling or another limit")
+        where = self.io.path(PTO_COUNTER if attr == "pto_counter" else self.node.attr(attr))
         err = FrequencyCappedError(
             f"GPU did not reach {format_mhz(target_hz / 1e6)} MHz: {attr} reads back "
-            f"{format_mhz(got_hz / 1e6)} MHz at {self.io.path(self.node.attr(attr))} ({why}); "
-            f"{mode_txt}. Pick a level <= {format_mhz(got_hz / 1e6)} MHz or switch to MAXN "
-            "(`sudo nvpmodel -m 0`); clocks restored"
+            f"{format_mhz(got_hz / 1e6)} MHz at {where} ({why}); {mode_txt}. Pick a level <= {format_mhz(got_hz / 1e6)} MHz or let the board "
+            "cool down; clocks restored"
         )
         err.requested_mhz, err.cap_mhz, err.power_mode = target_hz / 1e6, got_hz / 1e6, mode
         return err
@@ -264,10 +309,13 @@ class JetsonClocks:
             self._write(name, value)
         if saved.governor and self._read_governor() not in (None, saved.governor):
             self._write("governor", saved.governor)
+        rel = find_railgate_control(self.io, self.node.rel)
+        if saved.railgate_control and rel is not None and self.io.read_text(rel) != saved.railgate_control:
+            write_checked(self.io, rel, saved.railgate_control, self.node.name)
 
     def reset(self) -> None:
         """Restore the originals this object saved or adopted (no-op when it locked nothing)."""
-        saved, self._originals = self._originals, None
+        saved, self._originals, self._lock_mode = self._originals, None, None
         if saved is not None:
             self._apply(saved)
             self.state_file.remove()
@@ -302,8 +350,11 @@ class JetsonClocks:
 
 
 __all__ = [
+    "BaselineCheck",
     "DevfreqNode",
+    "EffectiveRange",
     "JetsonClocks",
+    "LockCheck",
     "PowerMode",
     "find_gpu_devfreq",
     "plan_lock_writes",

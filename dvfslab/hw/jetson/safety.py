@@ -1,8 +1,9 @@
 """What keeps a Jetson from being left pinned: the state file and the signal guard.
 
 The state file holds the clock settings the board had before dvfslab first changed them
-(governor, ``min_freq``, ``max_freq`` in Hz). It is written atomically *before* the first
-sysfs write and removed after a successful restore, so after a SIGKILL or a power loss
+(governor, ``min_freq``, ``max_freq`` in Hz, the GPU's ``power/control``). It is written
+atomically *before* the first sysfs write and removed after a successful restore, so after a
+SIGKILL or a power loss
 ``dvfslab clocks --restore`` (or the next lock, which adopts it) gets the originals back.
 
 Files live in ``$DVFSLAB_STATE_DIR``, else ``$XDG_STATE_HOME/dvfslab``, else
@@ -49,10 +50,12 @@ class SavedClocks:
     max_freq_hz: int
     pid: int
     saved_at: float
+    railgate_control: str | None = None  # gpu.0/power/control ("auto"); None: no such file
 
     def describe(self) -> str:
+        rail = f", power/control={self.railgate_control}" if self.railgate_control else ""
         return (
-            f"governor={self.governor}, min_freq={self.min_freq_hz}, max_freq={self.max_freq_hz} "
+            f"governor={self.governor}, min_freq={self.min_freq_hz}, max_freq={self.max_freq_hz}{rail} "
             f"(saved by pid {self.pid})"
         )
 
@@ -121,9 +124,11 @@ class StateFile:
             pass
 
 
-def make_saved(sysfs_root: str, node: str, governor: str | None, min_hz: int, max_hz: int) -> SavedClocks:
+def make_saved(sysfs_root: str, node: str, governor: str | None, min_hz: int, max_hz: int,
+               railgate_control: str | None = None) -> SavedClocks:
     """A :class:`SavedClocks` owned by this process, stamped now."""
-    return SavedClocks(str(sysfs_root), str(node), governor, int(min_hz), int(max_hz), os.getpid(), time.time())
+    return SavedClocks(str(sysfs_root), str(node), governor, int(min_hz), int(max_hz), os.getpid(), time.time(),
+                       railgate_control)
 
 
 class SignalGuard:

@@ -144,7 +144,8 @@ def write_checked(io: SysfsIO, rel: str | os.PathLike, value: int | str, node_na
     except OSError as err:
         reason = os.strerror(err.errno) if err.errno else str(err)
         hint = (
-            " (the kernel refuses a min_freq above max_freq or a value outside the table)"
+            " (not an integer or not a valid value; kernels before 5.10 also refuse min_freq above "
+            "max_freq, 5.10 and later take both as requests)"
             if err.errno == errno.EINVAL
             else ""
         )
