@@ -57,7 +57,7 @@ class BlockingInaIO(FakeKernelIO):
         super().__init__(root)
         self.clock = clock if clock is not None else VirtualClock()
         self.conversion_s, self.i2c_read_s = conversion_s, i2c_read_s
-        self.reads: Counter[Path] = Counter()
+        self.reads: Counter[Path] = Counter()  # real path -> reads
         self._cleared_at: dict[Path, float] = {}  # chip dir -> when its ready flag was cleared
 
     def cycle_s(self, hwmon: Path) -> float:
@@ -80,7 +80,7 @@ class BlockingInaIO(FakeKernelIO):
 
     def read_text(self, rel) -> str:
         path = self.path(rel)
-        self.reads[path] += 1
+        self.reads[Path(os.path.realpath(path))] += 1
         if _VALUE_FILE.fullmatch(path.name) and "/ina3221/" in str(path):
             self._wait_for_conversion(path.parent)
         return super().read_text(path)
@@ -89,8 +89,8 @@ class BlockingInaIO(FakeKernelIO):
         return int(self.read_text(rel).split()[0])
 
     def n_reads(self, path: str | os.PathLike) -> int:
-        """How often ``path`` (absolute, or relative to the root) was read."""
-        return self.reads[self.path(path)]
+        """How often ``path`` (absolute, or relative to the root; links resolved) was read."""
+        return self.reads[Path(os.path.realpath(self.path(path)))]
 
 
 def install(board: FakeBoard, *, conversion_s: float = CONVERSION_S,
