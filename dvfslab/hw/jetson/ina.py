@@ -14,8 +14,8 @@
   lists them from ``/proc`` (under the sysfs root, so tests use a fake tree).
 * Boards: the same rail names mean different things on different boards (Xavier NX and Orin
   NX both call their rails ``VDD_IN`` / ``VDD_CPU_GPU_CV`` / ``VDD_SOC``), so the family comes
-  from the device-tree model first (:func:`board_family`); :data:`VERIFIED_FAMILIES` lists those
-  measured on a real board, and :func:`support_note` says so for the others.
+  from the device-tree model first (:func:`board_family`); :data:`VERIFIED_FAMILIES` is the
+  family dvfslab is written against, and :func:`support_note` says "untested" for the others.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ FAMILIES: tuple[BoardFamily, ...] = (
     BoardFamily("TX2", ("tx2", "quill"), ("VDD_SYS_CPU", "VDD_SYS_GPU")),
     BoardFamily("Nano", ("jetson nano", "jetson-nano", "p3450"), ("POM_5V_CPU", "POM_5V_GPU")),
 )
-#: families whose rails and sampling were checked on a real board (not only on the fakes)
+#: the family dvfslab is written against (its layout copied from real AGX Orin dumps); every
+#: other family's layout comes from public documentation only and is reported as untested
 VERIFIED_FAMILIES = frozenset({"AGX Orin"})
 UNKNOWN_FAMILY = "unknown board (sum of all rails)"
 
@@ -93,10 +94,10 @@ def _rail_only_name(fam: BoardFamily) -> str:
 def support_note(family: str, jetpack: str | None = None) -> str | None:
     """One line for ``dvfslab devices`` when the board (or its release) is untested, else None."""
     if family not in VERIFIED_FAMILIES:
-        return (f"untested: {family} has not been measured on a real board with dvfslab; its "
-                "rail layout comes from public documentation (check the CPU+GPU rails)")
+        return (f"untested: dvfslab is written against AGX Orin; the {family} rail layout comes "
+                "from public documentation only (check which rails make CPU+GPU)")
     if jetpack and ("R38" in jetpack or "R39" in jetpack):
-        return f"untested: {jetpack} has not been measured on a real board with dvfslab"
+        return f"untested: dvfslab has not been run on {jetpack}"
     return None
 
 
