@@ -59,9 +59,11 @@ def test_iio_rails_read_milliwatts(tmp_path):
     assert JetsonPowerReader(board.root).read().power_mw["GPU"] == 7321.0
 
 
-def test_update_interval_when_exposed(tmp_path):
+def test_update_interval_read_or_estimated_from_the_channels(tmp_path):
     assert JetsonPowerReader(build_board(tmp_path / "a", "agx-orin-jp6").root).update_interval_s == 0.14
-    assert JetsonPowerReader(build_board(tmp_path / "b", "agx-orin-jp5").root).update_interval_s is None
+    # no update_interval file: 3 channels x (bus + shunt) x 1.1 ms = 6.6 ms (L4T conversion time)
+    assert JetsonPowerReader(build_board(tmp_path / "b", "agx-orin-jp5").root).update_interval_s == pytest.approx(0.0066)
+    assert JetsonPowerReader(build_board(tmp_path / "c", "jp4-iio").root).update_interval_s is None
 
 
 def test_sample_carries_load_and_frequency(orin_jp6):
@@ -74,10 +76,11 @@ def test_sample_carries_load_and_frequency(orin_jp6):
     assert orin_jp6.state()["max_freq_hz"] == 1300500000
 
 
-def test_sample_is_stamped_by_the_injected_clock_before_the_rails_are_read(orin_jp6):
-    ticks = iter([12.5, 13.75])
+def test_sample_is_stamped_by_the_injected_clock_between_before_and_after_the_rails(orin_jp6):
+    ticks = iter([12.5, 13.75, 20.0, 20.5])
     reader = JetsonPowerReader(io=orin_jp6.io(), clock=lambda: next(ticks))
-    assert [reader.read().t_s, reader.read().t_s] == [12.5, 13.75]  # one clock call per read
+    assert [reader.read().t_s, reader.read().t_s] == [13.125, 20.25]  # two clock calls per read
+    assert reader.last_read_cost_s == 0.5
     assert next(ticks, None) is None
     reader.close()
 

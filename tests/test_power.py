@@ -90,14 +90,47 @@ def virtual_run(clock=None, **reader_kw) -> tuple[PowerSampler, VirtualClock]:
     return sampler, clock
 
 
-def test_default_period_follows_the_update_interval():
+def test_default_period_is_half_the_update_interval():
+    """Rule (issue 15, item 4): sample at half the sensor's update period (zeus's choice),
+    floored at 1 ms; 10 ms when the sensor says nothing; an explicit period wins."""
     clock = VirtualClock()
     assert default_period_s(FakeReader(clock)) == DEFAULT_PERIOD_S == 0.010
-    assert PowerSampler(FakeReader(clock, update_interval_s=0.004), threaded=False).period_s == 0.004
+    assert PowerSampler(FakeReader(clock, update_interval_s=0.007), threaded=False).period_s == 0.0035
+    assert PowerSampler(FakeReader(clock, update_interval_s=0.14), threaded=False).period_s == 0.07
     assert PowerSampler(FakeReader(clock, update_interval_s=1e-5), threaded=False).period_s == 0.001
     assert PowerSampler(FakeReader(clock, update_interval_s=0.004), period_s=0.05).period_s == 0.05
     with pytest.raises(SamplerError, match="period_s must be > 0"):
         PowerSampler(FakeReader(clock), period_s=0)
+
+
+class SlowReader(FakeReader):
+    """Each read takes ``cost_s`` of virtual time (a blocking sensor)."""
+
+    def __init__(self, clock, cost_s):
+        super().__init__(clock)
+        self.cost_s = cost_s
+
+    def read(self) -> PowerSample:
+        self.clock.t_s += self.cost_s
+        return super().read()
+
+
+def test_stats_report_achieved_rate_and_read_cost():
+    """A read costing 25 ms caps a 100 Hz request at 1 / 30 ms (deadlines missed are skipped:
+    one read every 3 periods of 10 ms), and stats() says so."""
+    clock = VirtualClock()
+    sampler = PowerSampler(SlowReader(clock, 0.025), period_s=0.010, clock=clock, threaded=False)
+    sampler.start()
+
+    def wait(delay_s):
+        clock.t_s += delay_s
+        return clock.t_s >= 3.0
+
+    tick_loop(sampler.period_s, clock, sampler.sample_once, wait)
+    st = sampler.stats()
+    assert st["requested_hz"] == pytest.approx(100.0)
+    assert st["achieved_hz"] == pytest.approx(1 / 0.030, rel=1e-6)
+    assert st["read_cost_mean_s"] == pytest.approx(0.025) and st["read_cost_max_s"] == pytest.approx(0.025)
 
 
 def test_total_rails_must_be_read_rails():

@@ -103,7 +103,8 @@ def test_replay_modes_and_end_of_trace():
 def test_sampler_counts_the_end_of_a_replay_as_lost(tmp_path):
     _, path = recorded_run(tmp_path)
     clock = VirtualClock()
-    sampler = PowerSampler(ReplayPowerReader(path, clock=clock), clock=clock, threaded=False).start()
+    sampler = PowerSampler(ReplayPowerReader(path, clock=clock), period_s=0.01, clock=clock,
+                           threaded=False).start()
     drive(sampler, clock, 3.5)
     assert sampler.n_lost == pytest.approx(50, abs=2) and sampler.n_samples == pytest.approx(300, abs=2)
 

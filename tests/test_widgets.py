@@ -104,6 +104,7 @@ def test_dial_without_clock_control_is_disabled():
 
 
 def test_live_panel_refresh_draws_rails_total_clock_load_and_temperature(backend, board):
+    backend.power.load_period_s = 0.0  # the two refreshes fall within the reader's 1 s load hold
     sampler = PowerSampler(backend.power, clock=backend.clock, threaded=False)
     panel = LivePowerPanel(backend, sampler=sampler, refresh_s=0.1, window_s=10)
     assert panel.start_button.description == "Start" and panel.stop_button.disabled

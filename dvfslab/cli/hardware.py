@@ -98,6 +98,8 @@ def _jetson_lines(args, io) -> list[str]:
         lines.append(f"  state file: {clocks.state_file.path}: originals {saved.describe()}; "
                      "`dvfslab clocks --restore` puts them back")
     lines.append("  power rails: " + _rails_text(be.power, d))
+    if getattr(be.power, "support_note", None):  # an untested board says so
+        lines.append(f"  {be.power.support_note}")
     load = be.telemetry.gpu_load_pct()
     lines.append(f"  GPU load: {'unknown' if load is None else f'{load:g} %'}")
     temps = be.telemetry.temperatures_c()

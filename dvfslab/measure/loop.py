@@ -1,8 +1,11 @@
-"""The sampler's timing: its period, the thread's tick loop and how that loop waits.
+"""The sampler's timing: its period, the thread's tick loop, how that loop waits, what reads cost.
 
-:func:`tick_loop` is the body of the sampler thread: sample, then wait to the next absolute
-deadline. How it waits is injected (:data:`Wait`): in real time :func:`stop_event_wait`; in a
-test or on a virtual clock, any function that advances that clock and says when to stop.
+The default period is half the sensor's update period (:func:`default_period_s`, as zeus
+samples Jetson rails), so every fresh conversion is seen at least once. :func:`tick_loop` is
+the body of the sampler thread: sample, then wait to the next absolute deadline. How it waits
+is injected (:data:`Wait`): in real time :func:`stop_event_wait`; in a test or on a virtual
+clock, any function that advances that clock and says when to stop. :class:`ReadCost` keeps
+what each ``reader.read()`` cost, since on a Jetson the reads block (docs/power.md).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PERIOD_S = 0.010  # when the reader does not expose its sensor's update interval
 MIN_DEFAULT_PERIOD_S = 0.001  # floor for a default taken from update_interval_s
+PERIOD_PER_UPDATE = 0.5  # default period = this x the sensor's update period
 _LONG_WAIT_S = 0.05  # waits longer than this are interruptible by stop()
 
 #: ``wait(delay_s) -> bool``: let ``delay_s`` pass; True when sampling should stop
@@ -27,10 +31,10 @@ Wait = Callable[[float], bool]
 
 
 def default_period_s(reader: PowerReader) -> float:
-    """The reader's sensor refresh period when it exposes one (floored at 1 ms), else 10 ms."""
+    """Half the reader's sensor update period when it exposes one (floored at 1 ms), else 10 ms."""
     interval = getattr(reader, "update_interval_s", None)
     if interval is not None and interval > 0:
-        return max(float(interval), MIN_DEFAULT_PERIOD_S)
+        return max(PERIOD_PER_UPDATE * float(interval), MIN_DEFAULT_PERIOD_S)
     return DEFAULT_PERIOD_S
 
 
@@ -40,8 +44,8 @@ def resolve_period(reader: PowerReader, period_s: float | None) -> float:
     if not period_s > 0:
         raise SamplerError(f"period_s must be > 0 s, got {period_s!r}")
     interval = getattr(reader, "update_interval_s", None)
-    if interval and period_s < interval:
-        log.warning("period %.4g s is shorter than the sensor's update interval %.4g s: "
+    if interval and period_s < PERIOD_PER_UPDATE * interval:
+        log.warning("period %.4g s is shorter than half the sensor's update interval %.4g s: "
                     "consecutive samples will repeat readings", period_s, interval)
     return float(period_s)
 
@@ -87,3 +91,23 @@ def stop_event_wait(stop: threading.Event) -> Wait:
             time.sleep(delay_s)
         return stop.is_set()
     return wait
+
+
+class ReadCost:
+    """What ``reader.read()`` costs: count, total, max and the last one, in s of the sampler's
+    clock (thread-safe enough: updated under the sample store's lock)."""
+
+    def __init__(self) -> None:
+        self.n, self.total_s, self.max_s, self.last_s = 0, 0.0, 0.0, math.nan
+
+    def add(self, cost_s: float) -> None:
+        self.n += 1
+        self.total_s += cost_s
+        self.max_s = max(self.max_s, cost_s)
+        self.last_s = cost_s
+
+    def summary(self) -> dict:
+        """``read_cost_mean_s``, ``read_cost_max_s``, ``read_cost_last_s`` (NaN before a read)."""
+        mean = self.total_s / self.n if self.n else math.nan
+        return {"read_cost_mean_s": mean, "read_cost_max_s": self.max_s if self.n else math.nan,
+                "read_cost_last_s": self.last_s}

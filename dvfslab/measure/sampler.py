@@ -30,6 +30,7 @@ from dvfslab.hw.base import PowerReader, PowerSample
 from dvfslab.measure.energy import Measurement, SampleArrays, measure_window
 from dvfslab.measure.loop import (
     DEFAULT_PERIOD_S,
+    ReadCost,
     Wait,
     cuda_synchronizer,
     default_period_s,
@@ -88,6 +89,7 @@ class PowerSampler:
         self.measurements: list[Measurement] = []
         self.last_error: BaseException | None = None
         self._store = SampleStore(self.rails)
+        self.read_cost = ReadCost()
         self._windows = WindowBook()
         self._running = False
         self._stop_event = threading.Event()
@@ -163,7 +165,9 @@ class PowerSampler:
         store = self._store
         with store.lock:
             try:
+                t0 = self.clock()
                 sample = self.reader.read()
+                self.read_cost.add(self.clock() - t0)
                 store.append(sample)
             except Exception as err:  # a sensor hiccup must never kill sampling
                 store.lost.append(self.clock())
@@ -264,10 +268,20 @@ class PowerSampler:
         """Tidy frame: ``t_s``, ``<rail>_mw`` per rail, ``total_mw``, and util/freq if known."""
         return samples_frame(self.arrays(), self.total_rails)
 
+    def achieved_hz(self) -> float:
+        """Samples per s over the stored span: (n - 1) / (last - first timestamp); NaN below 2."""
+        with self._store.lock:
+            t = self._store.t
+            n, span = len(t), (t[-1] - t[0]) if len(t) > 1 else 0.0
+        return (n - 1) / span if span > 0 else math.nan
+
     def stats(self) -> dict:
-        """Counters: samples, lost reads, period, the thread's CPU and wall s (after stop())."""
+        """Counters: samples, lost reads, period (requested) and achieved rate, what one
+        ``reader.read()`` cost (mean / max / last, s), the thread's CPU and wall s (after stop())."""
         cpu, wall = self.thread_cpu_s, self.thread_wall_s
         return {"n_samples": self.n_samples, "n_lost": self.n_lost, "period_s": self.period_s,
+                "requested_hz": 1.0 / self.period_s, "achieved_hz": self.achieved_hz(),
+                **self.read_cost.summary(),
                 "thread_cpu_s": cpu, "thread_wall_s": wall,
                 "thread_cpu_fraction": cpu / wall if wall > 0 else math.nan}
 

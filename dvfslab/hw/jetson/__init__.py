@@ -9,6 +9,8 @@ through; :func:`default_io` gives the plain one, or the class injected by ``$DVF
 The board's rules (docs/hardware.md): :func:`read_power_mode` (nvpmodel mode and its GPU
 limits), :func:`effective_range` / :func:`baseline_check` (devfreq QoS range, MAXN baseline),
 :func:`verify_lock` (BPMP clock counter), :func:`railgate_state` (``gpu.0/power/control``).
+:func:`sensor_update_period_s` and :func:`other_sensor_readers` describe the
+power monitors (their conversion cycle; other processes reading them).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dvfslab.hw.jetson.baseline import (
 )
 from dvfslab.hw.jetson.bpmp import LockCheck, verify_lock
 from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
+from dvfslab.hw.jetson.ina import other_sensor_readers, sensor_update_period_s
 from dvfslab.hw.jetson.nvpmodel import PowerMode, read_power_mode
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
 from dvfslab.hw.jetson.railgate import railgate_state
@@ -45,4 +48,6 @@ __all__ = [
     "railgate_state",
     "read_power_mode",
     "verify_lock",
+    "other_sensor_readers",
+    "sensor_update_period_s",
 ]

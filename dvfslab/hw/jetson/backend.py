@@ -21,7 +21,7 @@ from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 __all__ = ["board_model", "jetpack_release", "open_backend"]
 
 #: L4T major release -> JetPack major version
-L4T_TO_JETPACK = {"32": "4", "34": "5", "35": "5", "36": "6", "38": "7"}
+L4T_TO_JETPACK = {"32": "4", "34": "5", "35": "5", "36": "6", "38": "7", "39": "7"}
 
 
 def board_model(io: SysfsIO) -> str | None:
