@@ -73,7 +73,7 @@ def is_tegra(name: str | None) -> bool:
 def _not_supported_hint(what: str, device_name: str | None) -> str:
     if is_tegra(device_name):
         return TEGRA_HINT
-    if "lock" in what:
+    if re.search(r"\block", what):  # "lock ..." / "reset locked ...", not "clock info"
         return ("locked graphics clocks need a Volta or newer GPU and a driver that allows them "
                 "(check `nvidia-smi --lock-gpu-clocks`)")
     if "energy" in what:
@@ -229,8 +229,12 @@ class NvmlClocks:
         with self.s.call(f"lock graphics clock at {level:g} MHz"):
             self.s.nvml.nvmlDeviceSetGpuLockedClocks(self.s.handle, int(level), int(level))
         self._locked_mhz = level
-        with self.s.call("clock info after the lock"):
-            check = verify_locked_clock(self.s.handle, level, self._levels, self.s.nvml, sleep=self.sleep)
+        try:
+            with self.s.call("clock info after the lock"):
+                check = verify_locked_clock(self.s.handle, level, self._levels, self.s.nvml, sleep=self.sleep)
+        except BaseException:
+            self.reset()
+            raise
         self.last_check = check
         if check.status in ("capped", "not-locked"):
             self.reset()
