@@ -233,6 +233,10 @@ def test_energy_not_supported_is_a_power_read_error_without_tegra(monkeypatch):
         NvmlPowerReader().energy_mj()
     msg = str(info.value)
     assert "Tegra" not in msg and "--backend jetson" not in msg and "Volta" in msg
+    from dvfslab.hw.nvml import nvml_error
+    other = nvml_error(fake_pynvml, fake_pynvml.NVMLError(fake_pynvml.NVML_ERROR_NOT_SUPPORTED), "clock info",
+                       device_name="Tesla P100-PCIE-16GB")
+    assert "nvidia-smi -q" in str(other) and "Tegra" not in str(other)
 
 
 def test_tegra_not_supported_is_reported_clearly(monkeypatch):
