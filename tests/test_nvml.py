@@ -1,4 +1,10 @@
-"""The NVML backend against the fake pynvml module (injected as sys.modules["pynvml"])."""
+"""The NVML backend against the fake pynvml module (injected as sys.modules["pynvml"]).
+
+Expected values are hand computations from the fake's power profile and the NVML API
+reference's statements (power usage is a 1 s average on Ampere except GA100 and newer; the
+energy counter is mJ since the driver loaded, Volta and newer; locked clocks Volta and newer).
+Time is a manual clock: nothing sleeps.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
     ClockPermissionError,
+    FrequencyCappedError,
     PowerReader,
     PowerReadError,
     UnsupportedFrequencyError,
@@ -19,6 +26,9 @@ from dvfslab.hw.nvml import NvmlClocks, NvmlPowerReader, open_backend
 from dvfslab.testing import fake_pynvml
 from dvfslab.testing.fake_pynvml import FakeGpu
 
+HOPPER, AMPERE, PASCAL = (fake_pynvml.NVML_DEVICE_ARCH_HOPPER, fake_pynvml.NVML_DEVICE_ARCH_AMPERE,
+                          fake_pynvml.NVML_DEVICE_ARCH_PASCAL)
+
 
 class ManualClock:
     def __init__(self):
@@ -26,6 +36,10 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def no_sleep(_s: float) -> None:
+    pass
 
 
 @pytest.fixture
@@ -43,8 +57,28 @@ def install(monkeypatch, gpus=None, **kw):
     return mod
 
 
+def h100(**kw) -> FakeGpu:
+    return FakeGpu(name="NVIDIA H100 80GB HBM3", arch=HOPPER, graphics_clocks_mhz=tuple(range(1980, 330, -15)),
+                   **kw)
+
+
+def step_profile(monkeypatch, gpu: FakeGpu):
+    """100 W until t = 110 s, then 300 W; returns (module, clock) with the clock at 110.25 s."""
+    clock = ManualClock()
+    gpu.power_mw = 100_000.0
+    mod = install(monkeypatch, [gpu], clock=clock)
+    clock.t = 110.0
+    mod.set_power(0, 300_000.0)
+    clock.t = 110.25
+    return mod, clock
+
+
+# -- clocks ------------------------------------------------------------------------------------
+
+
 def test_levels_lock_and_reset(nvml):
     mod, _ = nvml
+    mod.fake_gpus[0].util_pct = 90
     be = open_backend()
     assert isinstance(be.clocks, ClockControl) and isinstance(be.power, PowerReader)
     levels = be.clocks.levels_mhz()
@@ -71,6 +105,45 @@ def test_lock_without_root_is_a_permission_error(monkeypatch):
     assert mod.fake_gpus[0].locked_mhz is None
 
 
+def test_a_lock_the_gpu_does_not_reach_is_refused_and_reset(monkeypatch):
+    """Rule: verify the clock after nvmlDeviceSetGpuLockedClocks. A power cap holds the A100 at
+    1200 MHz (the highest level <= 1200 in its 15 MHz table): locking 1410 must not pass."""
+    mod = install(monkeypatch, [FakeGpu(util_pct=100, clock_cap_mhz=1200)])
+    clocks = NvmlClocks()
+    clocks.sleep = no_sleep  # the re-reads after a miss need no real pause on the fake
+    with pytest.raises(FrequencyCappedError, match=r"1200 MHz.*1410 MHz.*software power cap"):
+        clocks.lock(1410)
+    assert mod.fake_gpus[0].locked_mhz is None  # reset, as on the Jetson backend
+    assert clocks.lock(1200).cur_freq_mhz == 1200.0  # a level under the cap verifies
+    clocks.reset()
+
+
+def test_an_idle_gpu_below_the_lock_is_unverified_not_failed(monkeypatch):
+    mod = install(monkeypatch, [FakeGpu(util_pct=0, idle_drops_clock=True)])
+    clocks = NvmlClocks()
+    clocks.sleep = no_sleep
+    st = clocks.lock(1410)  # no error: the clock rises when work arrives
+    assert st.cur_freq_mhz == 210.0 and mod.fake_gpus[0].locked_mhz == (1410, 1410)
+    assert clocks.last_check.status == "idle" and clocks.last_check.reasons == ("GPU idle",)
+    assert "unverified" in clocks.last_check.message()
+    mod.fake_gpus[0].util_pct = 80
+    from dvfslab.hw.nvml import verify_locked_clock
+    check = verify_locked_clock(clocks.s.handle, 1410.0, clocks.levels_mhz(), mod, sleep=no_sleep)
+    assert check.ok and check.actual_mhz == 1410.0
+    clocks.reset()
+
+
+def test_pascal_lock_is_not_supported_with_a_discrete_gpu_hint(monkeypatch):
+    """Locked clocks are Volta+; the NOT_SUPPORTED message must not send a dGPU user to Jetson."""
+    install(monkeypatch, [FakeGpu(name="Tesla P100-PCIE-16GB", arch=PASCAL)])
+    with pytest.raises(Exception, match="Volta") as info:
+        NvmlClocks().lock(1410)
+    assert "Tegra" not in str(info.value) and "jetson" not in str(info.value).lower()
+
+
+# -- power -------------------------------------------------------------------------------------
+
+
 def test_power_mw_and_energy_counter_mj(nvml):
     mod, clock = nvml
     reader = NvmlPowerReader()
@@ -84,10 +157,86 @@ def test_power_mw_and_energy_counter_mj(nvml):
     assert reader.read().power_mw["GPU"] == 30000.0
 
 
-def test_energy_not_supported_is_a_power_read_error(monkeypatch):
-    install(monkeypatch, [FakeGpu(supports_energy=False)])
-    with pytest.raises(PowerReadError, match="not supported"):
+def test_hopper_samples_are_instant_not_the_1s_average(monkeypatch):
+    """Rule: on Ampere (non-GA100) and newer use NVML_FI_DEV_POWER_INSTANT. 0.25 s after a
+    100 -> 300 W step the instant power is 300 W; the 1 s average would be
+    0.75 x 100 + 0.25 x 300 = 150 W."""
+    step_profile(monkeypatch, h100())
+    assert NvmlPowerReader().read().power_mw["GPU"] == 300_000.0
+
+
+def test_fake_power_usage_is_the_trailing_1s_average(monkeypatch):
+    """The fake follows the API reference: Hopper usage = 1 s mean (150 W, as above); GA100
+    (A100) usage = the power now (300 W)."""
+    for gpu, expected_mw in ((h100(), 150_000), (FakeGpu(), 300_000)):
+        mod, _ = step_profile(monkeypatch, gpu)
+        mod.nvmlInit()
+        assert mod.nvmlDeviceGetPowerUsage(mod.nvmlDeviceGetHandleByIndex(0)) == expected_mw
+
+
+def test_the_1s_average_is_only_a_labelled_fallback(monkeypatch):
+    """A driver without the instant field: the Hopper sample is the 1 s average (150 W, as
+    above) and says so; a GA100 (A100) usage reading is instantaneous and says that."""
+    _, clock = step_profile(monkeypatch, h100(supports_instant_field=False))
+    reader = NvmlPowerReader()
+    assert reader.read().power_mw["GPU"] == 150_000.0
+    assert reader.power_source == "average-1s" and reader.averaging_s == 1.0
+    _, clock = step_profile(monkeypatch, FakeGpu(supports_instant_field=False))
+    reader = NvmlPowerReader()
+    assert reader.power_source == "instant" and reader.read().power_mw["GPU"] == 300_000.0
+
+
+def test_window_energy_is_the_counter_delta(monkeypatch):
+    """Rule: window energy from nvmlDeviceGetTotalEnergyConsumption deltas. Window 100.05 s ..
+    103.05 s, counter refreshed every 0.1 s: the edges read the refreshes at 100.0 and 103.0,
+    so the delta is 2 s x 100 W + 1 s x 300 W = 500 J (the edge error is one refresh)."""
+    from dvfslab.hw.nvml import window_energy
+    clock = ManualClock()
+    mod = install(monkeypatch, [h100(power_mw=100_000.0, energy_update_s=0.1)], clock=clock)
+    reader = NvmlPowerReader(clock=clock)
+    assert reader.energy_source == "energy-counter"
+    clock.t = 100.05
+    start = reader.counter()
+    clock.t = 102.0
+    mod.set_power(0, 300_000.0)
+    clock.t = 103.05
+    end = reader.counter()
+    w = window_energy(reader, start, end)
+    assert w.source == "energy-counter" and w.energy_j == pytest.approx(500.0)
+    assert (start.t_s, end.t_s) == (100.05, 103.05)
+
+
+def test_counter_going_back_is_an_error_not_negative_energy(monkeypatch):
+    from dvfslab.hw.nvml import CounterReading, counter_energy_j
+    with pytest.raises(PowerReadError, match="driver reloaded"):
+        counter_energy_j(CounterReading(1.0, 5_000.0), CounterReading(2.0, 1_000.0))
+
+
+def test_without_a_counter_the_window_is_the_labelled_sampled_energy(monkeypatch):
+    from dvfslab.hw.nvml import nvml_power_source, window_energy
+    mod = install(monkeypatch, [h100(supports_energy=False, supports_instant_field=False)])
+    reader = NvmlPowerReader()
+    assert reader.energy_source == "average-1s"
+    assert window_energy(reader, sampled_energy_j=42.0).source == "average-1s"
+    handle = mod.nvmlDeviceGetHandleByIndex(0)
+    assert nvml_power_source(handle, mod) == "average-1s"
+    mod.fake_gpus[0].supports_instant_field = True
+    assert nvml_power_source(handle, mod) == "instant"
+    mod.fake_gpus[0].supports_energy = True
+    assert nvml_power_source(handle, mod) == "energy-counter"
+
+
+def test_energy_not_supported_is_a_power_read_error_without_tegra(monkeypatch):
+    """Rule: on a discrete GPU the NOT_SUPPORTED hint does not talk about Tegra / Jetson."""
+    install(monkeypatch, [FakeGpu(name="Tesla P100-PCIE-16GB", arch=PASCAL)])
+    with pytest.raises(PowerReadError, match="not supported") as info:
         NvmlPowerReader().energy_mj()
+    msg = str(info.value)
+    assert "Tegra" not in msg and "--backend jetson" not in msg and "Volta" in msg
+    from dvfslab.hw.nvml import nvml_error
+    other = nvml_error(fake_pynvml, fake_pynvml.NVMLError(fake_pynvml.NVML_ERROR_NOT_SUPPORTED), "clock info",
+                       device_name="Tesla P100-PCIE-16GB")
+    assert "nvidia-smi -q" in str(other) and "Tegra" not in str(other)
 
 
 def test_tegra_not_supported_is_reported_clearly(monkeypatch):
@@ -115,4 +264,5 @@ def test_missing_package_and_bad_index(monkeypatch):
 def test_auto_falls_back_to_nvml_when_no_jetson(nvml, tmp_path):
     be = get_backend("auto", sysfs_root=tmp_path)
     assert be.name == "nvml" and be.description["gpu"] == "NVIDIA A100-SXM4-40GB"
+    assert be.description["energy_source"] == "energy-counter"
     assert be.simulated is False and be.virtual_time is False

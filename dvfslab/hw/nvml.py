@@ -1,19 +1,26 @@
 """Discrete / datacenter NVIDIA GPUs through NVML (nvidia-ml-py), imported lazily.
 
 * :class:`NvmlClocks`: supported graphics clocks, lock (``nvmlDeviceSetGpuLockedClocks``,
-  needs root) and reset.
-* :class:`NvmlPowerReader`: board power in mW (rail ``"GPU"``) and the energy counter in mJ.
+  needs root) **verified** by reading the graphics clock back (:func:`verify_locked_clock`),
+  and reset.
+* :class:`NvmlPowerReader`: board power in mW (rail ``"GPU"``) from the instant power field
+  where the driver has it, and the energy counter in mJ for window energy
+  (:func:`window_energy`). ``nvmlDeviceGetPowerUsage`` is a trailing 1 s average on Ampere
+  (except GA100) and newer, so it is used only where nothing better exists, and labelled.
 
-NVML errors are translated in one place, :func:`nvml_error`. On Jetson (Tegra) boards NVML
-answers "Not Supported" to power and clock queries: the message says to use the Jetson
-backend instead.
+NVML errors are translated in one place, :func:`nvml_error`. Only on a Jetson (Tegra) GPU does
+a "Not Supported" answer say to use the Jetson backend. The rules and their sources are in
+docs/hardware.md ("NVML").
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
+import re
 import time
+from collections.abc import Callable
 
 from dvfslab.hw.base import (
     Backend,
@@ -21,13 +28,32 @@ from dvfslab.hw.base import (
     ClockPermissionError,
     ClockState,
     DvfsError,
+    FrequencyCappedError,
     PowerReadError,
     PowerSample,
     check_level,
 )
+from dvfslab.hw.nvml_power import (
+    CounterReading,
+    counter_energy_j,
+    energy_source,
+    sample_source,
+    window_energy,
+)
 
-TEGRA_HINT = ("NVML reports 'Not Supported' for power and clocks on Jetson (Tegra) boards; "
+__all__ = ["NvmlClocks", "NvmlPowerReader", "LockCheck", "CounterReading", "counter_energy_j",
+           "nvml_error", "nvml_power_source", "verify_locked_clock", "window_energy", "open_backend"]
+
+log = logging.getLogger(__name__)
+
+TEGRA_NAME = re.compile(r"orin|thor|xavier|tegra|nvgpu|jetson", re.I)
+TEGRA_HINT = ("NVML does not offer power and clock control on Jetson (Tegra) boards; "
               "use --backend jetson there")
+#: clocks-event reason bits (nvmlClocksEventReason*) -> words; GPU idle first
+EVENT_REASONS = ((0x1, "GPU idle"), (0x2, "applications clocks setting"), (0x4, "software power cap"),
+                 (0x8, "hardware slowdown"), (0x10, "sync boost"), (0x20, "software thermal slowdown"),
+                 (0x40, "hardware thermal slowdown"), (0x80, "hardware power brake"),
+                 (0x100, "display clock setting"))
 
 
 def import_pynvml():
@@ -39,15 +65,34 @@ def import_pynvml():
             "nvidia-ml-py is not installed (pip install 'dvfslab[nvml]')") from err
 
 
-def nvml_error(nvml, err: Exception, what: str, default=DvfsError) -> DvfsError:
+def is_tegra(name: str | None) -> bool:
+    """Whether NVML's device name is a Jetson's integrated GPU (``Orin (nvgpu)``, ``...Thor``)."""
+    return bool(name) and bool(TEGRA_NAME.search(name))
+
+
+def _not_supported_hint(what: str, device_name: str | None) -> str:
+    if is_tegra(device_name):
+        return TEGRA_HINT
+    if re.search(r"\block", what):  # "lock ..." / "reset locked ...", not "clock info"
+        return ("locked graphics clocks need a Volta or newer GPU and a driver that allows them "
+                "(check `nvidia-smi --lock-gpu-clocks`)")
+    if "energy" in what:
+        return ("the energy counter needs a Volta or newer GPU; window energy then comes from "
+                "the power samples")
+    return "this GPU or driver does not offer it (see `nvidia-smi -q -d POWER,CLOCK`)"
+
+
+def nvml_error(nvml, err: Exception, what: str, default=DvfsError, *,
+               device_name: str | None = None) -> DvfsError:
     """Map an ``NVMLError`` to the dvfslab hierarchy (the one place that does it)."""
     code = getattr(err, "value", None)
+    gpu = f" on {device_name}" if device_name else ""
     if code == nvml.NVML_ERROR_NO_PERMISSION:
         return ClockPermissionError(
             f"NVML {what}: insufficient permissions; run as root (sudo) — locking GPU clocks "
             "needs it (same as `sudo nvidia-smi --lock-gpu-clocks`)")
     if code == nvml.NVML_ERROR_NOT_SUPPORTED:
-        return default(f"NVML {what}: not supported on this GPU. {TEGRA_HINT}")
+        return default(f"NVML {what}: not supported{gpu}. {_not_supported_hint(what, device_name)}")
     if code in (nvml.NVML_ERROR_LIBRARY_NOT_FOUND, nvml.NVML_ERROR_DRIVER_NOT_LOADED,
                 nvml.NVML_ERROR_UNINITIALIZED):
         return BackendUnavailableError(f"NVML {what}: {err} (is the NVIDIA driver installed and loaded?)")
@@ -60,6 +105,7 @@ class _Nvml:
     def __init__(self, index: int = 0, nvml=None):
         self.nvml = nvml or import_pynvml()
         self.index = index
+        self.name: str | None = None
         with self.call("nvmlInit", BackendUnavailableError):
             self.nvml.nvmlInit()
         with self.call("device count", BackendUnavailableError):
@@ -75,15 +121,90 @@ class _Nvml:
         try:
             yield
         except self.nvml.NVMLError as err:
-            raise nvml_error(self.nvml, err, what, default) from err
+            raise nvml_error(self.nvml, err, what, default, device_name=self.name) from err
+
+
+# --------------------------------------------------------------------------------------------
+# Locked clocks and their verification
+# --------------------------------------------------------------------------------------------
+
+
+class LockCheck:
+    """What the graphics clock did after a lock: ``status`` is ``"verified"`` (at the level),
+    ``"idle"`` (below it with only the GPU-idle reason: the lock holds once work arrives, so
+    it is unverified, not failed), ``"capped"`` (below it for a power / thermal reason or none
+    known) or ``"not-locked"`` (above it)."""
+
+    def __init__(self, target_mhz: float, actual_mhz: float, reasons: tuple[str, ...] | None,
+                 tolerance_mhz: float):
+        self.target_mhz, self.actual_mhz, self.reasons = target_mhz, actual_mhz, reasons
+        if abs(actual_mhz - target_mhz) <= tolerance_mhz:
+            self.status = "verified"
+        elif actual_mhz > target_mhz:
+            self.status = "not-locked"
+        else:
+            self.status = "idle" if reasons == ("GPU idle",) else "capped"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "verified"
+
+    def message(self) -> str:
+        why = ", ".join(self.reasons) if self.reasons else "no reason reported"
+        head = f"graphics clock {self.actual_mhz:g} MHz after locking {self.target_mhz:g} MHz"
+        return {"verified": f"{head}: verified",
+                "idle": f"{head} ({why}): unverified until the GPU has work",
+                "capped": f"{head} ({why}): the GPU does not reach the level; lower the level, "
+                          "raise the power limit (`nvidia-smi -pl`) or cool the GPU",
+                "not-locked": f"{head}: the lock did not take (another tool or a driver policy "
+                              "holds the clocks? `nvidia-smi -q -d CLOCK`)"}[self.status]
+
+
+def clock_event_reasons(nvml, handle) -> tuple[str, ...] | None:
+    """Why the clocks are where they are (words), or ``None`` when NVML cannot say."""
+    for fn in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        if hasattr(nvml, fn):
+            try:
+                bits = int(getattr(nvml, fn)(handle))
+            except nvml.NVMLError:
+                return None
+            return tuple(word for bit, word in EVENT_REASONS if bits & bit)
+    return None
+
+
+def _tolerance_mhz(target_mhz: float, levels_mhz: list[float]) -> float:
+    """Half the gap to the nearest other level (a clock read back rounds to the table)."""
+    gaps = [abs(f - target_mhz) for f in levels_mhz if f != target_mhz]
+    return min(gaps) / 2 if gaps else 0.5
+
+
+def verify_locked_clock(handle, target_mhz: float, levels_mhz: list[float], nvml=None, *,
+                        reads: int = 3, pause_s: float = 0.05,
+                        sleep: Callable[[float], None] = time.sleep) -> LockCheck:
+    """Read the graphics clock back after ``nvmlDeviceSetGpuLockedClocks`` (up to ``reads``
+    times, ``sleep(pause_s)`` between) and say whether it reached ``target_mhz``."""
+    nvml = nvml or import_pynvml()
+    check = None
+    for i in range(max(1, reads)):
+        if i:
+            sleep(pause_s)
+        actual = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_GRAPHICS))
+        check = LockCheck(target_mhz, actual, clock_event_reasons(nvml, handle),
+                          _tolerance_mhz(target_mhz, levels_mhz))
+        if check.ok:
+            break
+    return check
 
 
 class NvmlClocks:
-    """:class:`~dvfslab.hw.base.ClockControl` through NVML locked clocks (MHz)."""
+    """:class:`~dvfslab.hw.base.ClockControl` through NVML locked clocks (MHz), verified."""
 
-    def __init__(self, index: int = 0, *, session: _Nvml | None = None):
+    def __init__(self, index: int = 0, *, session: _Nvml | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
         self.s = session or _Nvml(index)
+        self.sleep = sleep
         self._locked_mhz: float | None = None
+        self.last_check: LockCheck | None = None
         with self.s.call("supported clocks", BackendUnavailableError):
             mem = max(self.s.nvml.nvmlDeviceGetSupportedMemoryClocks(self.s.handle))
             clocks = self.s.nvml.nvmlDeviceGetSupportedGraphicsClocks(self.s.handle, mem)
@@ -101,10 +222,25 @@ class NvmlClocks:
         return ClockState(cur, lo, hi, gov, tuple(self._levels))
 
     def lock(self, freq_mhz: float, nearest: bool = False) -> ClockState:
+        """Lock one level and read the clock back. A GPU held below the level (power or
+        thermal cap) or above it gets its clocks reset and :class:`FrequencyCappedError`; an
+        idle GPU below the level keeps the lock, logged as unverified (``last_check``)."""
         level = check_level(freq_mhz, self._levels, nearest=nearest)
         with self.s.call(f"lock graphics clock at {level:g} MHz"):
             self.s.nvml.nvmlDeviceSetGpuLockedClocks(self.s.handle, int(level), int(level))
         self._locked_mhz = level
+        try:
+            with self.s.call("clock info after the lock"):
+                check = verify_locked_clock(self.s.handle, level, self._levels, self.s.nvml, sleep=self.sleep)
+        except BaseException:
+            self.reset()
+            raise
+        self.last_check = check
+        if check.status in ("capped", "not-locked"):
+            self.reset()
+            raise FrequencyCappedError(f"NVML {self.s.name}: {check.message()}; the clocks were reset")
+        if check.status == "idle":
+            log.warning("NVML %s: %s", self.s.name, check.message())
         return self.state()
 
     def reset(self) -> None:
@@ -122,22 +258,61 @@ class NvmlClocks:
         self.reset()
 
 
+# --------------------------------------------------------------------------------------------
+# Power
+# --------------------------------------------------------------------------------------------
+
+
+def nvml_power_source(handle, nvml=None, name: str | None = None) -> str:
+    """Where a window's energy comes from on this GPU: ``"energy-counter"`` (Volta and newer),
+    else ``"instant"`` (the instant field, or ``nvmlDeviceGetPowerUsage`` on GA100 and older),
+    else ``"average-1s"`` (the trailing 1 s average: a labelled fallback)."""
+    nvml = nvml or import_pynvml()
+    if name is None:
+        try:
+            name = nvml.nvmlDeviceGetName(handle)
+        except nvml.NVMLError:
+            name = None
+    return energy_source(nvml, handle, name)
+
+
 class NvmlPowerReader:
-    """:class:`~dvfslab.hw.base.PowerReader`: one rail ``"GPU"`` (board power, mW)."""
+    """:class:`~dvfslab.hw.base.PowerReader`: one rail ``"GPU"`` (board power, mW).
+
+    ``power_source`` says what each sample is (``"instant"`` or ``"average-1s"``);
+    ``energy_source`` where a window's energy comes from (:func:`window_energy`). ``clock``
+    stamps samples and counter readings (the backend's clock).
+    """
 
     rails = ("GPU",)
     total_rails = ("GPU",)
     update_interval_s = None
 
-    def __init__(self, index: int = 0, *, session: _Nvml | None = None):
+    def __init__(self, index: int = 0, *, session: _Nvml | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.s = session or _Nvml(index)
+        self.clock = clock
+        nv = self.s.nvml
+        self.power_source, self._instant_field = sample_source(nv, self.s.handle, self.s.name)
+        self.energy_source = energy_source(nv, self.s.handle, self.s.name)
+        #: a sample is the mean over this many seconds before its timestamp (None: instant)
+        self.averaging_s = 1.0 if self.power_source == "average-1s" else None
         self.read()  # fail now, not in the sampler thread
 
-    def read(self) -> PowerSample:
-        t_s = time.monotonic()
+    def _power_mw(self) -> float:
         nv = self.s.nvml
-        with self.s.call("power usage", PowerReadError):
-            power_mw = float(nv.nvmlDeviceGetPowerUsage(self.s.handle))
+        if self._instant_field is not None:
+            fv = nv.nvmlDeviceGetFieldValues(self.s.handle, [self._instant_field])[0]
+            if fv.nvmlReturn == 0:
+                return float(fv.value.uiVal)
+            raise nv.NVMLError(fv.nvmlReturn)
+        return float(nv.nvmlDeviceGetPowerUsage(self.s.handle))
+
+    def read(self) -> PowerSample:
+        t_s = self.clock()
+        nv = self.s.nvml
+        with self.s.call(f"power ({self.power_source})", PowerReadError):
+            power_mw = self._power_mw()
         try:
             util = float(nv.nvmlDeviceGetUtilizationRates(self.s.handle).gpu)
             freq = float(nv.nvmlDeviceGetClockInfo(self.s.handle, nv.NVML_CLOCK_GRAPHICS))
@@ -150,8 +325,14 @@ class NvmlPowerReader:
         with self.s.call("total energy consumption", PowerReadError):
             return float(self.s.nvml.nvmlDeviceGetTotalEnergyConsumption(self.s.handle))
 
+    def counter(self) -> CounterReading:
+        """The energy counter stamped at the middle of its read (a window edge)."""
+        t0 = self.clock()
+        mj = self.energy_mj()
+        return CounterReading(t_s=(t0 + self.clock()) / 2, energy_mj=mj)
 
-def open_backend(index: int = 0, **kw) -> Backend:
+
+def open_backend(index: int = 0, clock: Callable[[], float] = time.monotonic, **kw) -> Backend:
     """Open GPU ``index`` through NVML; other keyword arguments are ignored.
 
     Raises :class:`BackendUnavailableError` when NVML is missing or offers neither clock
@@ -166,11 +347,14 @@ def open_backend(index: int = 0, **kw) -> Backend:
     except DvfsError as err:
         description["clocks_error"] = str(err)
     try:
-        power = NvmlPowerReader(session=s)
-        description.update(rails=list(power.rails), total_rails=list(power.total_rails))
+        power = NvmlPowerReader(session=s, clock=clock)
+        description.update(rails=list(power.rails), total_rails=list(power.total_rails),
+                           power_source=power.power_source, energy_source=power.energy_source)
     except DvfsError as err:
         description["power_error"] = str(err)
     if clocks is None and power is None:
-        raise BackendUnavailableError(f"NVML found {s.name} but it offers neither clock control nor power. {TEGRA_HINT}")
-    return Backend(name="nvml", clocks=clocks, power=power, clock=time.monotonic, description=description,
+        hint = TEGRA_HINT if is_tegra(s.name) else "; ".join(
+            description[k] for k in ("clocks_error", "power_error"))
+        raise BackendUnavailableError(f"NVML found {s.name} but it offers neither clock control nor power. {hint}")
+    return Backend(name="nvml", clocks=clocks, power=power, clock=clock, description=description,
                    simulated=False, virtual_time=False)
