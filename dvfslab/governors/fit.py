@@ -114,6 +114,10 @@ class ProbeSource:
         k = self._n_steps[wid]
         return [t / k] * n, [e / k] * n
 
+    def covers(self, workload_ids: Iterable[str], n: int = DEFAULT_WARMUP_STEPS + DEFAULT_PROBE_STEPS) -> bool:
+        """Whether every workload has a probe of ``n`` steps (recorded, or a step count in runs.csv)."""
+        return all(str(w) in self._n_steps or self._recorded_default(str(w), n) is not None for w in workload_ids)
+
     def default_steps(self, wid: str, n: int) -> tuple[Any, Any]:
         """``(time_s, energy_j)`` of the first ``n`` steps at the default clock."""
         return self._recorded_default(wid, n) or self._mean(wid, None, n)
