@@ -164,3 +164,12 @@ def test_profiled_fitted_in_the_registry_on_the_bundled_table_levels(with_signal
     gov = build_governors(["profiled"], GovernorContext(sweep, table, ids))["profiled"]
     assert gov.governor.model.features == ["probe_step_time_s", "probe_power_w", "gpu_util_pct"]
     assert gov.governor.levels_mhz == [f for f in ORIN_FREQS_MHZ if f in (408.0, 612.0, 816.0, 1020.0)]
+
+
+def test_the_pipeline_prints_the_recommendation_and_why():
+    from dvfslab.pipeline.runner import recommendation_line
+
+    assert recommendation_line({}) is None
+    line = recommendation_line({"recommended": {"policy": "ffg", "cv_regret_pct": 7.0, "ffg_cv_regret_pct": 7.0,
+                                                "reason": "no learned governor beats ffg"}})
+    assert line == "recommended governor: ffg (leave-one-model-out regret 7.00 %, FFG 7.00 %): no learned governor beats ffg"
