@@ -3,8 +3,8 @@
 :func:`cv_replay` holds out one workload (``loocv``) or one model with all its tasks
 (``lomo``) of the training workloads (``sklearn.model_selection.LeaveOneGroupOut`` with the
 workload or the model as the group), builds every governor from the rest — the learned tree
-is refitted on the fold with the hyper-parameters notebook 03 selected, the curve model and
-FFG are refitted, the online governor and the oracle need no training — and replays the
+is refitted on the fold with the hyper-parameters notebook 03 selected, the curve model, the
+profiled governor and FFG are refitted, the online governor and the oracle need no training — and replays the
 held-out workloads. The result has :func:`dvfslab.analysis.replay.replay`'s columns plus
 ``scheme`` and ``held_out``, so :func:`dvfslab.analysis.replay.summarize` applies (``by=["scheme"]``).
 """
