@@ -185,3 +185,65 @@ def make_tiny_dataset(root: Path) -> Path:
     meta, wl, runs = tiny_frames()
     write_dataset(root, meta, wl, runs)
     return root
+
+
+# --------------------------------------------------------------------------------------------
+# Two hand-written sweeps for the recommendation: one whose features carry the optimum, one
+# whose features carry nothing. Six models, two tasks each, measured at four levels; every
+# baseline (MAXN) run is 100 J in 10 s at 60 % GPU utilization, so the profiled governor's probe
+# (per-step means of the baseline: 0.1 s and 10 W) is the same for every workload in both.
+#
+#   E (J)            408    612    816   1020
+#   "low" workload    70     90     95     84    -> optimum 408 MHz
+#   "high" workload   84     90     95     70    -> optimum 1020 MHz
+#
+# One fixed level costs (84 - 70) / 100 = 14 % of the baseline on the workloads of the other kind.
+# --------------------------------------------------------------------------------------------
+
+SIGNAL_LEVELS_MHZ = (408.0, 612.0, 816.0, 1020.0)
+SIGNAL_ENERGY_J = {"low": (70.0, 90.0, 95.0, 84.0), "high": (84.0, 90.0, 95.0, 70.0)}
+SIGNAL_TIME_S = (30.0, 20.0, 15.0, 12.0)
+SIGNAL_MODELS = ("m1", "m2", "m3", "m4", "m5", "m6")
+
+
+def signal_kind(model_index: int, task_index: int, signal: bool) -> str:
+    """``"low"`` or ``"high"``: the optimum's side.
+
+    With ``signal`` the kind follows the model (m1-m3 low, m4-m6 high) and so does ``n_layers``
+    (4 vs 24): a feature names the optimum, and a held-out model is of a kind its training folds
+    have seen. Without it the kind follows the task (t0 low, t1 high) while every workload has the
+    same features (layers, size, sequence length, utilization, probe): no function of the
+    features can tell the two kinds apart, and on every fold both kinds are equally frequent.
+    """
+    if signal:
+        return "low" if model_index < 3 else "high"
+    return "low" if task_index == 0 else "high"
+
+
+def signal_frames(signal: bool) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """``(meta, workloads, runs)`` of the sweep described above (labelled simulated)."""
+    wl, rows = [], []
+    for i, model in enumerate(SIGNAL_MODELS):
+        layers = (4 if i < 3 else 24) if signal else 12
+        for j in range(2):
+            wid = f"{model}/t{j}"
+            wl.append({"workload_id": wid, "model": model, "model_family": "toy", "model_type": "encoder",
+                       "params_m": 50.0, "n_layers": layers, "hidden_size": 512, "task": f"t{j}", "avg_seq_len": 40.0,
+                       "max_seq_len": 128, "batch_size": 16, "split": "characterization"})
+            energy = SIGNAL_ENERGY_J[signal_kind(i, j, signal)]
+            for f, e, t in zip(SIGNAL_LEVELS_MHZ, energy, SIGNAL_TIME_S, strict=True):
+                rows.append(_run(wid, "fixed", f, 0, t, e, 60.0, f))
+            rows.append(_run(wid, "maxn", None, 0, 10.0, 100.0, 60.0, ORIN_FREQS_MHZ[-1]))
+    runs = pd.DataFrame(rows)
+    runs.insert(0, "run_id", [f"s{i:04d}" for i in range(len(runs))])
+    meta = {"source": "simulated", "device": {"board": "hand-written toy", "gpu": "none", "jetpack": "n/a",
+                                              "power_mode": "MAXN"},
+            "freq_table_mhz": ORIN_FREQS_MHZ, "baseline": "maxn", "created_at": "2026-01-01T00:00:00Z",
+            "generator": "tests/analysis_fixtures.py (hand-written numbers, not a board model)"}
+    return meta, pd.DataFrame(wl), runs
+
+
+def make_signal_dataset(root: Path, signal: bool) -> Path:
+    """Write :func:`signal_frames` as a contract-valid dataset."""
+    write_dataset(root, *signal_frames(signal))
+    return root

@@ -399,7 +399,12 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     for name in ("curve", "online"):
         assert gov[name]["mean_regret_pct"] >= 0 and gov[name]["mean_saving_pct"] <= gov["oracle"]["mean_saving_pct"] + 1e-9
     beyond = summary["beyond"]
-    assert set(beyond["cv"]) == {"loocv", "lomo"} and set(beyond["cv"]["lomo"]) == set(gov)
+    # notebook 04 replays the profiled governor (not among notebook 05's CV policies) and recommends one
+    assert set(beyond["cv"]) == {"loocv", "lomo"} and set(beyond["cv"]["lomo"]) == set(gov) - {"profiled"}
+    assert gov["profiled"]["profiling_steps"] == 6
+    rec = summary["recommended"]
+    assert rec["policy"] in {"ffg", "mlg", "curve", "profiled"} and rec["ffg_cv_regret_pct"] >= 0 and rec["reason"]
+    assert rec["policy"] != "ffg" or rec["cv_regret_pct"] == rec["ffg_cv_regret_pct"]
     assert beyond["limit"]["oracle"]["held_pct"] == 100.0 and beyond["limit"]["maxn"]["held_pct"] == 100.0
     assert all(0 <= v["held_pct"] <= 100 for v in beyond["limit"].values())
     on = beyond["online"]

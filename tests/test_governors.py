@@ -18,7 +18,7 @@ from dvfslab.data.contract import load_dataset, write_dataset
 from dvfslab.governors.base import GovernorContext, build_governors
 from dvfslab.governors.curvefit import fit_curve_model
 from dvfslab.governors.errors import GovernorError
-from dvfslab.governors.fit import fit_ffg, oracle_from_sweep
+from dvfslab.governors.fit import ProbeSource, fit_ffg, fit_profiled, oracle_from_sweep
 from dvfslab.governors.io import decide
 from dvfslab.governors.static import FixedGovernor, MaxnGovernor, save_fixed
 from dvfslab.governors.tree import TreeGovernor, paper_tree, prune
@@ -223,6 +223,10 @@ LOAD_AND_DECIDE = textwrap.dedent("""
         level, why = m.decide(m.load_policy(policy, path), feats)
         print(policy, level)
     level, _ = m.decide(m.load_policy("ffg", sys.argv[2], max_slowdown_pct=10, time_model=sys.argv[3]), feats)
+    from dvfslab.governors.profiled import ProfiledGovernor
+    profiled = ProfiledGovernor.load(sys.argv[4])
+    for joules in (1.0, 0.1):  # A's probe (1 J per 1 s step), then B's (0.1 J per 1 s step)
+        print("profiled", profiled.decide_from_steps([(joules, 1.0)] * 6, gpu_util_pct=60.0))
     heavy = [k for k in sys.modules if k == "pandas" or k.startswith(("dvfslab.analysis", "sklearn"))]
     assert not heavy, heavy
 """)
@@ -233,8 +237,15 @@ def test_loading_and_deciding_needs_no_pandas_nor_analysis(hand, tmp_path):
     TreeGovernor({**paper_tree(), "name": "mlg"}).save(tmp_path / "mlg.json")
     save_fixed(fit_ffg(sweep, ["A/t", "B/t"]), tmp_path / "ffg.json")
     fit_curve_model(sweep, table, ["A/t", "B/t"]).save(tmp_path / "curve.json")
+    # the profiled governor fitted on the two workloads' probes (per-step means of their MAXN runs)
+    fit_profiled(sweep, table, ["A/t", "B/t"], ProbeSource.from_dataset(sweep)).save(tmp_path / "profiled.json")
     out = subprocess.run([sys.executable, "-c", LOAD_AND_DECIDE, *(str(tmp_path / f"{n}.json") for n in
-                                                                  ("mlg", "ffg", "curve"))],
+                                                                  ("mlg", "ffg", "curve", "profiled"))],
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["mlg 816.0", "ffg 510.0"]
+    # profiled: one informative feature (probe power, standardized to +-1 for A and B), ridge alpha 1
+    # keeps 2/3 of each half-difference of ln(E/E_b) around the mean: A -> 714 MHz
+    # (ln .78 = -.2485, ln .9 = -.1054: -.1769 + 2/3 (-.0716) = -.2246 < ln .8 = -.2231 at 612),
+    # B -> 510 MHz (-.2810 - 2/3 (.2300) = -.4343)
+    assert out.stdout.split("\n")[3:5] == ["profiled 714.0", "profiled 510.0"]

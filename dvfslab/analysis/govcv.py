@@ -3,8 +3,8 @@
 :func:`cv_replay` holds out one workload (``loocv``) or one model with all its tasks
 (``lomo``) of the training workloads (``sklearn.model_selection.LeaveOneGroupOut`` with the
 workload or the model as the group), builds every governor from the rest — the learned tree
-is refitted on the fold with the hyper-parameters notebook 03 selected, the curve model and
-FFG are refitted, the online governor and the oracle need no training — and replays the
+is refitted on the fold with the hyper-parameters notebook 03 selected, the curve model, the
+profiled governor and FFG are refitted, the online governor and the oracle need no training — and replays the
 held-out workloads. The result has :func:`dvfslab.analysis.replay.replay`'s columns plus
 ``scheme`` and ``held_out``, so :func:`dvfslab.analysis.replay.summarize` applies (``by=["scheme"]``).
 """
@@ -22,6 +22,7 @@ from dvfslab.analysis import replay as E
 from dvfslab.analysis.aggregate import Sweep
 from dvfslab.governors.base import GovernorContext, build_governors
 from dvfslab.governors.curvefit import fit_curve_model
+from dvfslab.governors.fit import ProbeSource
 from dvfslab.governors.limits import constrain_all
 
 #: scheme -> the column whose value is one group (held out together)
@@ -51,7 +52,7 @@ def cv_replay(sweep: Sweep, features: pd.DataFrame, names: Iterable[str], train_
     with the fold's curve model as the time model of the level-only governors.
     """
     names = list(names)
-    options = dict(options or {})
+    options = with_probe_source(sweep, names, options)
     train_ids = list(train_ids)
     rows = features[features["workload_id"].isin(train_ids)].reset_index(drop=True)
     full = fold_context(sweep, features, train_ids, None, feature_cols, options)
@@ -70,6 +71,15 @@ def cv_replay(sweep: Sweep, features: pd.DataFrame, names: Iterable[str], train_
     if not out:
         return pd.DataFrame(columns=[*E.PER_WORKLOAD_COLUMNS, "scheme", "held_out"])
     return pd.concat(out, ignore_index=True)
+
+
+def with_probe_source(sweep: Sweep, names: Iterable[str], options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` with the profiled governor's :class:`~dvfslab.governors.fit.ProbeSource` read once
+    (when ``profiled`` is among ``names`` and none was given), so the folds do not re-read steps.csv."""
+    options = dict(options or {})
+    if "profiled" in names and not isinstance(options.get("probe_source"), ProbeSource):
+        options["probe_source"] = ProbeSource.from_dataset(sweep)
+    return options
 
 
 def cv_folds(rows: pd.DataFrame, schemes: Iterable[str]) -> Iterable[tuple[str, list[str], Any]]:

@@ -10,7 +10,8 @@ For a workload ``w`` and a policy ``p`` (docs/method.md, "Evaluation definitions
 * ``saving_pct = 100 (1 - E_p / E_b)``, ``slowdown_pct = 100 (T_p / T_b - 1)``,
   ``regret_pct = 100 (E_p - E_oracle) / E_b`` with means over the ok repetitions.
 
-A governor that spends steps choosing (the online governor) also has ``charge(workload_id,
+A governor that spends steps choosing (the online governor, the profiled governor's probe at
+the default clock) also has ``charge(workload_id,
 freq_mhz, energy_j, time_s) -> (energy_j, time_s, profiling_steps)``: its probing steps'
 energy and time replace the first steps of the run, and ``profiling_steps`` says how many.
 

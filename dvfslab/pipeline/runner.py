@@ -8,7 +8,10 @@ chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``model
 * ``NN_name.ipynb`` — the executed notebooks (with the parameters they ran with), and
   ``NN_name.html`` — their HTML rendering;
 * ``figures/*.png``, ``tables/*.csv``, ``models/mlg.json``;
-* ``summary.json`` — the headline numbers (keys documented in docs/method.md).
+* ``summary.json`` — the headline numbers (keys documented in docs/method.md), among them
+  ``recommended: {policy, cv_regret_pct, ffg_cv_regret_pct, reason, ...}`` (notebook 04: the
+  governor to use, FFG unless a learned one beats it beyond the CV noise; docs/governors.md),
+  which the run also prints at its end.
 
 The first failing notebook stops the run with a :class:`PipelineError` naming the notebook
 and the cell; its executed copy (with the traceback) is kept.
@@ -87,6 +90,19 @@ def update_summary(out_dir: str | os.PathLike, updates: Mapping[str, Any], fresh
     summary.update(jsonable(dict(updates)))
     atomic_write_json(Path(out_dir) / "summary.json", summary)
     return summary
+
+
+def recommendation_line(summary: Mapping[str, Any]) -> str | None:
+    """One line saying which governor the run recommends and why (None when not computed)."""
+    rec = summary.get("recommended")
+    if not rec:
+        return None
+    return (f"recommended governor: {rec['policy']} (leave-one-model-out regret {_pct(rec.get('cv_regret_pct'))}, "
+            f"FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f} %"
 
 
 def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Any:
@@ -177,6 +193,9 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     missing = missing_figures(out, notebooks)
     if missing:
         raise PipelineError(f"{out}/figures: the notebooks did not write {', '.join(m + '.png' for m in missing)}")
-    update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "seconds": timings,
-                                      "total_s": round(time.perf_counter() - started, 2)}})
+    summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "seconds": timings,
+                                                "total_s": round(time.perf_counter() - started, 2)}})
+    line = recommendation_line(summary)
+    if line:
+        log(line)
     return out

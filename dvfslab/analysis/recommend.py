@@ -1,0 +1,156 @@
+"""Which governor the pipeline recommends, and why: grouped CV regret, FFG unless clearly beaten.
+
+The candidates (learned governors: ``mlg``, ``curve``, ``profiled`` by default) and FFG are
+replayed under leave-one-model-out CV on the training workloads
+(:func:`dvfslab.analysis.govcv.cv_replay`, scheme ``lomo``: a model's tasks are held out
+together, so a governor is judged on models it has never seen). Then:
+
+* a candidate's CV regret is its mean regret over the held-out workloads (as
+  :func:`dvfslab.analysis.replay.summarize` computes it);
+* **the CV noise** is the standard error of the per-fold difference: for each fold ``k`` (one
+  held-out model), ``d_k`` = the candidate's mean regret on the fold minus FFG's; the noise is
+  ``sd(d_k) / sqrt(K)`` over the ``K`` folds (sample standard deviation). The folds, not the
+  workloads, are the independent units: a model's tasks share its errors;
+* a candidate **beats FFG** when it decided every held-out workload and ``-mean(d_k)`` (how
+  much less regret it has, in points) exceeds the noise — a one-standard-error rule;
+* the recommendation is the candidate with the least CV regret among those that beat FFG, or
+  FFG itself when none does (also with fewer than 2 folds, where the noise cannot be estimated).
+
+:func:`nested_recommended` evaluates the rule itself honestly: in each outer fold the
+recommendation is made by an inner CV on the remaining models only, then replayed on the
+held-out model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dvfslab.analysis.aggregate import Sweep
+from dvfslab.analysis.govcv import cv_folds, cv_replay, fold_context, with_probe_source
+from dvfslab.analysis.replay import replay
+from dvfslab.governors.base import build_governors
+
+FALLBACK = "ffg"
+DEFAULT_CANDIDATES = ("mlg", "curve", "profiled")
+SCHEME = "lomo"
+SCHEME_WORDS = {"lomo": "leave-one-model-out", "loocv": "leave-one-workload-out"}
+
+
+@dataclass
+class Recommendation:
+    """The recommended policy, its CV regret next to FFG's, the reason, and the candidates' table."""
+
+    policy: str
+    cv_regret_pct: float | None
+    ffg_cv_regret_pct: float | None
+    reason: str
+    scheme: str = SCHEME
+    n_folds: int = 0
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``recommended`` section of summary.json."""
+        cands = {str(r["policy"]): {k: _num(r[k]) for k in ("cv_regret_pct", "diff_pts", "noise_pts")}
+                 | {"beats_ffg": bool(r["beats_ffg"]), "n_failed": int(r["n_failed"])}
+                 for _, r in self.table.iterrows()}
+        return {"policy": self.policy, "cv_regret_pct": self.cv_regret_pct, "ffg_cv_regret_pct": self.ffg_cv_regret_pct,
+                "reason": self.reason, "scheme": self.scheme, "n_folds": self.n_folds, "candidates": cands}
+
+
+def _num(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def compare(cv: pd.DataFrame, candidates: Iterable[str], fallback: str = FALLBACK, scheme: str = SCHEME) -> pd.DataFrame:
+    """Per candidate: ``cv_regret_pct``, ``n_failed``, ``diff_pts`` (mean over folds of the fold's mean
+    regret minus the fallback's), ``noise_pts`` (standard error of that difference), ``n_folds``,
+    ``beats_ffg``. ``cv``: :func:`~dvfslab.analysis.govcv.cv_replay` rows (``scheme``, ``held_out``)."""
+    rows = cv[cv["scheme"] == scheme]
+    by_fold = rows.groupby(["policy", "held_out"])["regret_pct"].mean().unstack("policy")
+    out = []
+    for name in candidates:
+        mine = rows[rows["policy"] == name]
+        if mine.empty or fallback not in by_fold:
+            continue
+        d = (by_fold[name] - by_fold[fallback]).to_numpy(float)
+        k = int(np.isfinite(d).sum())
+        failed = int(mine["regret_pct"].isna().sum())
+        noise = float(np.nanstd(d, ddof=1) / math.sqrt(k)) if k >= 2 else math.nan
+        diff = float(np.nanmean(d)) if k else math.nan
+        beats = failed == 0 and k >= 2 and -diff > noise
+        out.append({"policy": name, "cv_regret_pct": float(mine["regret_pct"].mean()), "n_failed": failed,
+                    "diff_pts": diff, "noise_pts": noise, "n_folds": k, "beats_ffg": bool(beats)})
+    return pd.DataFrame(out, columns=["policy", "cv_regret_pct", "n_failed", "diff_pts", "noise_pts", "n_folds",
+                                      "beats_ffg"])
+
+
+def recommend(cv: pd.DataFrame, candidates: Iterable[str] = DEFAULT_CANDIDATES, fallback: str = FALLBACK,
+              scheme: str = SCHEME) -> Recommendation:
+    """The recommendation from CV rows (module doc)."""
+    rows = cv[(cv["scheme"] == scheme) & (cv["policy"] == fallback)]
+    ffg = _num(rows["regret_pct"].mean()) if len(rows) else None
+    n_folds = int(rows["held_out"].nunique()) if len(rows) else 0
+    table = compare(cv, [c for c in candidates if c != fallback], fallback, scheme)
+    words = SCHEME_WORDS.get(scheme, scheme)
+    if ffg is None:
+        return Recommendation(fallback, None, None, f"no {words} CV of {fallback} was possible (fewer than 2 groups): "
+                              f"{fallback} by default", scheme, n_folds, table)
+    winners = table[table["beats_ffg"]].sort_values(["cv_regret_pct", "policy"])
+    if len(winners):
+        w = winners.iloc[0]
+        return Recommendation(str(w["policy"]), float(w["cv_regret_pct"]), ffg,
+                              f"{w['policy']} has the least {words} regret among the governors that beat {fallback}: "
+                              f"{w['cv_regret_pct']:.2f} % vs {fallback} {ffg:.2f} %, {-w['diff_pts']:.2f} points less per "
+                              f"fold, more than the CV noise ({w['noise_pts']:.2f} points, the standard error of the "
+                              f"per-fold difference over {int(w['n_folds'])} folds)", scheme, n_folds, table)
+    return Recommendation(fallback, ffg, ffg, _fallback_reason(table, ffg, fallback, words, n_folds), scheme, n_folds, table)
+
+
+def _fallback_reason(table: pd.DataFrame, ffg: float, fallback: str, words: str, n_folds: int) -> str:
+    if n_folds < 2:
+        return f"only {n_folds} {words} fold: the CV noise cannot be estimated, so {fallback} is kept"
+    ok = table[table["n_failed"] == 0].sort_values("cv_regret_pct")
+    if ok.empty:
+        return f"no learned governor decided every held-out workload; {fallback} ({ffg:.2f} % regret) is kept"
+    b = ok.iloc[0]
+    return (f"no learned governor beats {fallback} by more than the CV noise: the best, {b['policy']}, has "
+            f"{b['cv_regret_pct']:.2f} % regret vs {fallback} {ffg:.2f} % ({b['diff_pts']:+.2f} ± {b['noise_pts']:.2f} "
+            f"points per fold over {int(b['n_folds'])} {words} folds) — the features do not separate the workloads' "
+            f"optimal levels better than one fixed level does")
+
+
+def nested_recommended(sweep: Sweep, features: pd.DataFrame, workload_ids: Sequence[str],
+                       candidates: Sequence[str] = DEFAULT_CANDIDATES, *, tree_model: Any | None = None,
+                       feature_cols: Sequence[str] = (), options: Mapping[str, Any] | None = None,
+                       scheme: str = SCHEME, name: str = "recommended") -> pd.DataFrame:
+    """Per held-out workload, the replay of the governor the rule recommends *without* the held-out group.
+
+    Rows as :func:`dvfslab.analysis.replay.replay`'s with ``policy = name``, plus ``scheme``,
+    ``held_out`` and ``chosen`` (the policy recommended in that fold)."""
+    ids = list(workload_ids)
+    names = [FALLBACK, *[c for c in candidates if c != FALLBACK]]
+    options = with_probe_source(sweep, names, options)
+    rows = features[features["workload_id"].isin(ids)].reset_index(drop=True)
+    out = []
+    for _, held, group in cv_folds(rows, [scheme]):
+        inner = [w for w in ids if w not in set(held)]
+        inner_cv = cv_replay(sweep, features, names, inner, tree_model=tree_model, feature_cols=feature_cols,
+                             schemes=[scheme], options=options)
+        rec = recommend(inner_cv, candidates, FALLBACK, scheme)
+        ctx = fold_context(sweep, features, inner, tree_model if rec.policy == "mlg" else None, feature_cols, options)
+        gov = build_governors([rec.policy], ctx)[rec.policy]
+        per = replay([gov], sweep, features, held)
+        out.append(per.assign(policy=name, scheme=scheme, held_out=group, chosen=rec.policy))
+    if not out:
+        return pd.DataFrame(columns=["policy", "workload_id", "scheme", "held_out", "chosen"])
+    return pd.concat(out, ignore_index=True)
+
+
+__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "Recommendation", "compare", "nested_recommended", "recommend"]

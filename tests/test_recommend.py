@@ -1,0 +1,175 @@
+"""The recommended governor (FFG unless a learned one beats it beyond the CV noise) and the
+profiled governor's probe and its charge. Datasets: tests/analysis_fixtures.py, hand-written."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from analysis_fixtures import ORIN_FREQS_MHZ, make_signal_dataset, signal_frames
+
+from dvfslab import analysis as F
+from dvfslab.analysis import replay as E
+from dvfslab.analysis import selection as S
+from dvfslab.analysis.govcv import cv_replay
+from dvfslab.analysis.recommend import compare, nested_recommended, recommend
+from dvfslab.data.contract import load_dataset, write_dataset
+from dvfslab.governors.curve import CURVE_FORMAT, CURVE_VERSION, CurveModel
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.fit import ProbeSource, ProfiledReplay
+from dvfslab.governors.profiled import ProfiledGovernor, probe_features
+
+NAMES = ["ffg", "mlg", "curve", "profiled"]
+
+
+def _setup(root, signal):
+    sweep = F.sweep_from_dataset(load_dataset(make_signal_dataset(root, signal)))
+    table = F.feature_table(sweep)
+    return sweep, table, list(table["workload_id"])
+
+
+def _cv(sweep, table, ids):
+    tree = S.candidate_models(True, 0)["tree(depth=2,leaf=1,gini)"]
+    return cv_replay(sweep, table, NAMES, ids, tree_model=tree, feature_cols=["n_layers", "avg_seq_len", "gpu_util_pct"],
+                     schemes=["lomo"])
+
+
+@pytest.fixture(scope="module")
+def no_signal(tmp_path_factory):
+    return _setup(tmp_path_factory.mktemp("nosig") / "ds", False)
+
+
+@pytest.fixture(scope="module")
+def with_signal(tmp_path_factory):
+    return _setup(tmp_path_factory.mktemp("sig") / "ds", True)
+
+
+def test_no_signal_falls_back_to_ffg(no_signal):
+    # every fold holds out one model = one "low" and one "high" workload; whatever single level a
+    # governor picks (all see identical features), one of the two costs (84 - 70) / 100 = 14 %:
+    # mean regret 7 % for FFG and for every learned governor, difference 0 on every fold
+    rec = recommend(_cv(*no_signal))
+    assert rec.policy == "ffg"
+    assert rec.ffg_cv_regret_pct == pytest.approx(7.0)
+    assert rec.cv_regret_pct == pytest.approx(7.0)
+    assert rec.n_folds == 6 and "no learned governor beats ffg" in rec.reason
+    assert not rec.table["beats_ffg"].any()
+    d = rec.as_dict()
+    assert set(d) >= {"policy", "cv_regret_pct", "ffg_cv_regret_pct", "reason"}
+    assert d["candidates"]["mlg"]["diff_pts"] == pytest.approx(0.0)
+
+
+def test_signal_picks_a_learned_governor(with_signal):
+    # holding out a "low" model leaves 2 low + 3 high models: FFG picks 1020 MHz
+    # (mean E/E_b: 408 -> (4*0.70 + 6*0.84)/10 = 0.784, 1020 -> (4*0.84 + 6*0.70)/10 = 0.756) and
+    # pays 14 % on the held-out model; symmetric for a "high" one: FFG's CV regret is 14 %.
+    # n_layers (4 vs 24) names the optimum: the tree and the curve model find it (0 %).
+    rec = recommend(_cv(*with_signal))
+    assert rec.policy in ("mlg", "curve")
+    assert rec.cv_regret_pct == pytest.approx(0.0, abs=1e-9)
+    assert rec.ffg_cv_regret_pct == pytest.approx(14.0)
+    row = rec.table.set_index("policy").loc[rec.policy]
+    assert row["diff_pts"] == pytest.approx(-14.0) and row["beats_ffg"]
+    # the probe (identical for every workload here) carries no signal: profiled does not beat FFG
+    assert not rec.table.set_index("policy").loc["profiled", "beats_ffg"]
+
+
+def test_the_noise_is_the_standard_error_of_the_per_fold_difference():
+    # folds a, b, c: candidate minus FFG = -1, -3, -2 points -> mean -2, sd 1, se 1 / sqrt(3) = 0.577
+    rows = []
+    for fold, (ffg, cand) in {"a": (5.0, 4.0), "b": (6.0, 3.0), "c": (4.0, 2.0)}.items():
+        rows += [{"scheme": "lomo", "held_out": fold, "policy": "ffg", "regret_pct": ffg},
+                 {"scheme": "lomo", "held_out": fold, "policy": "curve", "regret_pct": cand}]
+    t = compare(pd.DataFrame(rows), ["curve"]).set_index("policy").loc["curve"]
+    assert t["diff_pts"] == pytest.approx(-2.0)
+    assert t["noise_pts"] == pytest.approx(3 ** -0.5)
+    assert t["beats_ffg"]
+    # a candidate that failed on a workload is never recommended
+    rows.append({"scheme": "lomo", "held_out": "c", "policy": "curve", "regret_pct": float("nan")})
+    assert recommend(pd.DataFrame(rows), ["curve"]).policy == "ffg"
+
+
+def test_nested_recommendation_never_sees_the_held_out_model(with_signal):
+    sweep, table, ids = with_signal
+    tree = S.candidate_models(True, 0)["tree(depth=2,leaf=1,gini)"]
+    per = nested_recommended(sweep, table, ids, ["mlg", "curve"], tree_model=tree,
+                             feature_cols=["n_layers", "avg_seq_len", "gpu_util_pct"])
+    assert len(per) == 12 and per["held_out"].nunique() == 6
+    assert set(per["chosen"]) <= {"mlg", "curve"}  # with 5 models inside every fold, a learned one wins
+    assert per["regret_pct"].max() == pytest.approx(0.0, abs=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# The profiled governor: probe features and the charge of its probing, by hand
+# --------------------------------------------------------------------------------------------
+
+
+def _always_1020() -> ProfiledGovernor:
+    """A curve model on one probe feature with zero slopes whose least energy is 1020 MHz."""
+    spec = {"format": CURVE_FORMAT, "version": CURVE_VERSION, "features": ["probe_power_w"],
+            "transforms": {"probe_power_w": "log"}, "impute": {"probe_power_w": 10.0}, "mean": [0.0], "scale": [1.0],
+            "levels_mhz": [408.0, 1020.0], "energy": {"intercept": [-0.1, -0.3], "coef": [[0.0, 0.0]]},
+            "time": {"intercept": [0.5, 0.2], "coef": [[0.0, 0.0]]}}
+    return ProfiledGovernor(CurveModel(spec), probe_steps=5, warmup_steps=1)
+
+
+def test_probe_features_by_hand():
+    # warm-up (2.5 J, 0.3 s) charged, not measured; then 2 J in 0.1 s and 1 J in 0.1 s
+    f = probe_features([(2.5, 0.3), (2.0, 0.1), (1.0, 0.1)], warmup_steps=1, gpu_util_pct=55.0)
+    assert f == {"probe_step_time_s": pytest.approx(0.1), "probe_power_w": pytest.approx(15.0), "gpu_util_pct": 55.0}
+    with pytest.raises(GovernorError, match="no probing step"):
+        probe_features([(2.5, 0.3)], warmup_steps=1)
+
+
+def test_profiled_replay_charges_its_probe_by_hand(tmp_path):
+    meta, wl, runs = signal_frames(signal=True)
+    # recorded steps of m1/t0 (a "low" workload: 84 J, 12 s at 1020 MHz; optimum 70 J at 408):
+    # its MAXN run (s0004) and its 1020 MHz run (s0003); step 0 is the warm-up
+    ids = runs.set_index(["workload_id", "policy", "gpu_freq_mhz"])["run_id"]
+    maxn, lvl = runs[(runs.workload_id == "m1/t0") & (runs.policy == "maxn")]["run_id"].iloc[0], ids[("m1/t0", "fixed", 1020.0)]
+    steps = [(maxn, i, 0.3 if i == 0 else 0.1, 2.5 if i == 0 else 1.0) for i in range(8)]
+    steps += [(lvl, i, 0.3 if i == 0 else 0.12, 2.0 if i == 0 else 0.84) for i in range(8)]
+    write_dataset(tmp_path / "ds", meta, wl, runs, pd.DataFrame(steps, columns=["run_id", "step", "time_s", "energy_j"]))
+    sweep = F.sweep_from_dataset(load_dataset(tmp_path / "ds"))
+    table = F.feature_table(sweep)
+    gov = ProfiledReplay(_always_1020(), ProbeSource.from_dataset(sweep))
+    per = E.replay([gov], sweep, table, ["m1/t0", "m2/t0"]).set_index("workload_id")
+    assert (per["freq_mhz"] == 1020.0).all() and (per["profiling_steps"] == 6).all()
+    # recorded: E = 84 - (2.0 + 5 * 0.84) + (2.5 + 5 * 1.0) = 84 - 6.2 + 7.5 = 85.3 J,
+    #           T = 12 - (0.3 + 5 * 0.12) + (0.3 + 5 * 0.1) = 12 - 0.9 + 0.8 = 11.9 s
+    assert per.loc["m1/t0", "energy_j"] == pytest.approx(85.3)
+    assert per.loc["m1/t0", "time_s"] == pytest.approx(11.9)
+    assert per.loc["m1/t0", "regret_pct"] == pytest.approx(15.3)  # (85.3 - 70) / 100
+    # no steps recorded for m2/t0: mean steps of 100-step runs, 6 x (100/100 - 84/100) J extra
+    assert per.loc["m2/t0", "energy_j"] == pytest.approx(84.0 - 6 * 0.84 + 6 * 1.0)
+    assert per.loc["m2/t0", "time_s"] == pytest.approx(12.0 - 6 * 0.12 + 6 * 0.1)
+
+
+def test_profiled_governor_saves_loads_and_decides_from_steps(tmp_path):
+    gov = _always_1020()
+    gov.save(tmp_path / "profiled.json")
+    back = ProfiledGovernor.load(tmp_path / "profiled.json")
+    assert back.profiling_steps == 6 and back.levels_mhz == [408.0, 1020.0]
+    assert back.decide_from_steps([(2.5, 0.3)] + [(1.0, 0.1)] * 5, gpu_util_pct=60.0) == 1020.0
+    with pytest.raises(GovernorError, match="2 of 6 probing steps"):
+        back.decide_from_steps([(1.0, 0.1)] * 2)
+    (tmp_path / "bad.json").write_text('{"format": "dvfslab-curve"}')
+    with pytest.raises(GovernorError, match="bad.json: not a dvfslab profiled governor"):
+        ProfiledGovernor.load(tmp_path / "bad.json")
+
+
+def test_profiled_fitted_in_the_registry_on_the_bundled_table_levels(with_signal):
+    from dvfslab.governors.base import GovernorContext, build_governors
+
+    sweep, table, ids = with_signal
+    gov = build_governors(["profiled"], GovernorContext(sweep, table, ids))["profiled"]
+    assert gov.governor.model.features == ["probe_step_time_s", "probe_power_w", "gpu_util_pct"]
+    assert gov.governor.levels_mhz == [f for f in ORIN_FREQS_MHZ if f in (408.0, 612.0, 816.0, 1020.0)]
+
+
+def test_the_pipeline_prints_the_recommendation_and_why():
+    from dvfslab.pipeline.runner import recommendation_line
+
+    assert recommendation_line({}) is None
+    line = recommendation_line({"recommended": {"policy": "ffg", "cv_regret_pct": 7.0, "ffg_cv_regret_pct": 7.0,
+                                                "reason": "no learned governor beats ffg"}})
+    assert line == "recommended governor: ffg (leave-one-model-out regret 7.00 %, FFG 7.00 %): no learned governor beats ffg"
