@@ -125,14 +125,14 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
                 last_write = time.monotonic()
             bar.update()
             if on_run is not None:
-                _notify(on_run, store.records[spec.run_id])
+                notify_run(on_run, store.records[spec.run_id])
             if progress and not tty:
                 per_run_s = (time.monotonic() - t0) / i
                 print(f"sweep [{len(plan) - len(todo) + i}/{len(plan)}] {spec.run_id}: {row['status']}; "
                       f"ETA {_hms(per_run_s * (len(todo) - i))}", file=sys.stderr, flush=True)
 
 
-def _notify(on_run: Callable[[dict], object], record: dict) -> None:
+def notify_run(on_run: Callable[[dict], object], record: dict) -> None:
     try:
         on_run(record)
     except Exception:  # a display must never stop days of measurement
