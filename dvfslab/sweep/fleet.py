@@ -43,6 +43,7 @@ from dvfslab.sweep.fleet_worker import (
     BOARD_RESOURCE,
     BoardConfig,
     BoardPlugin,
+    board_digest,
     describe_board,
     fleet_kinds,
     kind_resource,
@@ -83,7 +84,8 @@ def fleet_boards(client: Client, config: BoardConfig) -> tuple[str, dict[str, di
     :func:`~dvfslab.sweep.fleet_worker.describe_board`).
     """
     plugin = BoardPlugin(config)
-    client.register_plugin(plugin)
+    if any(d != plugin.digest for d in client.run(board_digest, plugin.name).values()) or not client.ncores():
+        client.register_plugin(plugin)  # replaces another configuration's board plugin
     return plugin.name, client.run(describe_board, plugin.name)
 
 

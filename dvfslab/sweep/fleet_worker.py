@@ -36,6 +36,7 @@ from dvfslab.sweep.session import Cooldown, repair_clocks, reset_clocks, start_s
 
 KIND_RESOURCE_PREFIX = "dvfslab-kind-"
 BOARD_RESOURCE = "board"
+PLUGIN_NAME = "dvfslab-board"
 
 
 class BoardKindError(SweepError):
@@ -72,7 +73,7 @@ class BoardConfig:
         return opts
 
     def digest(self) -> str:
-        """Names the plugin: registering the same configuration again changes nothing."""
+        """Tells configurations apart: registering the one a worker already has changes nothing."""
         desc = {"backend": self.backend, "options": self.options, "worker_options": self.worker_options,
                 "cooldown": vars(self.cooldown), "executor": describe_executor(self.executor),
                 "distinct": self.distinct_sim_boards}
@@ -86,27 +87,35 @@ def worker_index(name: Any) -> int:
 
 
 class BoardPlugin(WorkerPlugin):
-    """Opens, holds and finally releases the worker's board (see the module docstring)."""
+    """Opens, holds and finally releases the worker's board (see the module docstring).
 
-    idempotent = True
+    One per worker (:data:`PLUGIN_NAME`): registering another configuration replaces it (the
+    old board is closed once its run in flight, if any, has finished).
+    """
+
+    name = PLUGIN_NAME
 
     def __init__(self, config: BoardConfig):
         self.config = config
-        self.name = f"dvfslab-board-{config.digest()}"
+        self.digest = config.digest()
 
     async def setup(self, worker) -> None:
         self.backend = self.error = None
+        self.kind_id: str | None = None
         self.session: dict | None = None
         self.idle_power_w: float | None = None
         self.run_lock = threading.Lock()
+        self.closing = False
         self._stack = contextlib.ExitStack()
         try:
             self._open(worker.name)
         except Exception as err:  # the worker stays up, with no board kind: it gets no run
             self._stack.close()
             self.backend, self.error = None, f"{type(err).__name__}: {err}"
-            return
-        await worker.set_resources(**{kind_resource(self.kind_id): 1})
+        kinds = {r: 0 for r in worker.state.total_resources if r.startswith(KIND_RESOURCE_PREFIX)}
+        if self.kind_id:
+            kinds[kind_resource(self.kind_id)] = 1
+        await worker.set_resources(**kinds)
 
     def _open(self, worker_name: Any) -> None:
         from dvfslab.hw import get_backend
@@ -121,8 +130,16 @@ class BoardPlugin(WorkerPlugin):
         self.identity, self.kind = board_identity(self.backend), board_kind(self.backend)
         self.kind_id = kind_id(self.kind)
 
-    def teardown(self, worker) -> None:
-        self._stack.close()
+    async def teardown(self, worker) -> None:
+        if self.kind_id and worker.status.name not in ("closing", "closed"):
+            with contextlib.suppress(Exception):
+                await worker.set_resources(**{kind_resource(self.kind_id): 0})
+        self.closing = True
+        if self.run_lock.acquire(blocking=False):  # else the run in flight closes it when done
+            try:
+                self._stack.close()
+            finally:
+                self.run_lock.release()
 
     def ensure_session(self) -> float | None:
         """The board's first run starts its session: initial cool-down and idle power."""
@@ -141,6 +158,12 @@ def _board(plugin_name: str, worker=None) -> BoardPlugin:
         raise SweepError(f"worker {worker.name} has no dvfslab board ({plugin_name}); "
                          "the fleet sweep registers it: run the client again")
     return plugin
+
+
+def board_digest(plugin_name: str, dask_worker=None) -> str | None:
+    """The configuration digest of the worker's board plugin (None: none registered)."""
+    plugin = (dask_worker or get_worker()).plugins.get(plugin_name)
+    return getattr(plugin, "digest", None)
 
 
 def describe_board(plugin_name: str, dask_worker=None) -> dict:
@@ -170,12 +193,16 @@ def run_on_board(spec: RunSpec, kind: str, plugin_name: str) -> dict:
                              f"{kind} but this board is of kind {mine}; start this worker's own sweep "
                              "(one sweep per board kind, see docs/fleet.md)")
     with b.run_lock:  # belt and braces: the board=1 resource already serialises runs
-        idle_power_w = b.ensure_session()
-        t0, w0 = b.backend.clock(), time.perf_counter()
-        row, extras = execute_run(spec, b.backend, b.config.executor, b.config.cooldown, idle_power_w,
-                                  board=b.identity)
-        extras["board_clock_s"] = [t0, b.backend.clock()]
-        extras["task_wall_s"] = time.perf_counter() - w0
+        try:
+            idle_power_w = b.ensure_session()
+            t0, w0 = b.backend.clock(), time.perf_counter()
+            row, extras = execute_run(spec, b.backend, b.config.executor, b.config.cooldown, idle_power_w,
+                                      board=b.identity)
+            extras["board_clock_s"] = [t0, b.backend.clock()]
+            extras["task_wall_s"] = time.perf_counter() - w0
+        finally:
+            if b.closing:  # replaced while this run was in flight
+                b._stack.close()
     return {"row": row, "extras": jsonable(extras), "board_session": b.session}
 
 
