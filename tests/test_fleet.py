@@ -9,11 +9,11 @@ import signal
 import pandas as pd
 import pytest
 
-pytest.importorskip("distributed", reason="the fleet extra: pip install 'dvfslab[fleet]'")
+pytest.importorskip("distributed")  # the fleet extra (make test installs it)
 
 from distributed import Client, LocalCluster  # noqa: E402
 
-from dvfslab.analysis.boards import board_spread, by_board  # noqa: E402
+from dvfslab.analysis.boards import board_spread, by_board, per_board  # noqa: E402
 from dvfslab.cli import main  # noqa: E402
 from dvfslab.data.contract import RUN_COLUMNS, Dataset, DatasetError, load_dataset, validate  # noqa: E402
 from dvfslab.hw import get_backend  # noqa: E402
@@ -198,6 +198,8 @@ def test_board_spread_and_per_board_datasets(tmp_path):
     parts = by_board(ds)
     assert sorted(parts) == ["a", "b"] and parts["a"].runs["run_id"].tolist() == ["r0", "r1"]
     assert parts["b"].meta["boards"] == {"b": {"board_id": "b"}}
+    energy = per_board(ds, lambda d: d.runs.groupby("workload_id", as_index=False)["energy_j"].mean())
+    assert energy["board_id"].tolist() == ["a", "b"] and energy["energy_j"].tolist() == [10.0, 13.0]
     assert board_spread(load_dataset("tests/data/example")).empty  # a dataset without boards
 
 

@@ -4,12 +4,25 @@ A fleet sweep (docs/fleet.md) records the board of every run in the ``board_id``
 ``runs.csv``. :func:`board_spread` compares the boards on the cells they all ran (same
 workload, policy and level): the mean of each board over its ok repetitions, then the spread
 of those board means. :func:`by_board` splits a dataset into one dataset per board, so any
-evaluation (``sweep_from_dataset``, the governor replay) can be run and compared per board.
+evaluation (``sweep_from_dataset``, the governor replay) can be run and compared per board;
+:func:`per_board` does that and stacks the results with a ``board_id`` column, e.g. the governor
+replay grouped by board::
+
+    from dvfslab.analysis.aggregate import sweep_from_dataset
+    from dvfslab.analysis.features import feature_table
+    from dvfslab.analysis.replay import replay
+
+    def evaluate(d):
+        sweep = sweep_from_dataset(d)
+        return replay(governors, sweep, feature_table(sweep))
+
+    per_board(ds, evaluate)
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -69,3 +82,12 @@ def by_board(ds: Dataset) -> dict[str, Dataset]:
             meta["boards"] = {board: meta["boards"].get(board)}
         out[board] = dataclasses.replace(ds, meta=meta, runs=runs, steps=steps)
     return out
+
+
+def per_board(ds: Dataset, evaluate: Callable[[Dataset], pd.DataFrame]) -> pd.DataFrame:
+    """``evaluate`` on each board's dataset (:func:`by_board`), stacked with a ``board_id`` column first."""
+    frames = [evaluate(part).assign(board_id=board) for board, part in by_board(ds).items()]
+    if not frames:
+        return pd.DataFrame(columns=["board_id"])
+    out = pd.concat(frames, ignore_index=True)
+    return out[["board_id", *[c for c in out.columns if c != "board_id"]]]
