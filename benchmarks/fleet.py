@@ -37,7 +37,7 @@ from dvfslab.sweep.plan import make_plan
 
 def fleet_run(plan, n_boards: int, out: Path) -> dict:
     with LocalCluster(n_workers=n_boards, threads_per_worker=1, processes=True, resources={"board": 1},
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         t0 = time.perf_counter()
         ds = run_fleet_sweep(plan, client, out, executor=SimExecutor(), progress=False)
         wall_s = time.perf_counter() - t0

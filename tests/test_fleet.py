@@ -37,7 +37,7 @@ def small_plan(**kw):
 
 def local_cluster(n: int, **kw) -> LocalCluster:
     """``n`` one-thread workers holding ``board=1`` each, as `dask worker --nthreads 1 --resources board=1`."""
-    return LocalCluster(n_workers=n, threads_per_worker=1, resources={"board": 1}, dashboard_address=None, **kw)
+    return LocalCluster(n_workers=n, threads_per_worker=1, resources={"board": 1}, dashboard_address=":0", **kw)
 
 
 @pytest.fixture(scope="module")

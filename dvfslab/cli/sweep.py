@@ -212,7 +212,7 @@ def run_fleet(args):
         raise DvfsError(f"--cluster {args.cluster} starts simulated boards on this machine: use --backend sim, "
                         "or start one `dask worker` per real board and pass --cluster tcp://HOST:8786")
     executor, options = make_executor(args), backend_options(args)
-    with fleet.open_cluster(args.cluster, dashboard=not args.no_progress) as client:
+    with fleet.open_cluster(args.cluster) as client:
         _, infos = fleet.fleet_boards(client, BoardConfig(args.backend, executor, options, make_cooldown(args)))
         plan = None
         if args.workloads:

@@ -59,7 +59,7 @@ __all__ = ["BoardConfig", "fleet_boards", "open_cluster", "plan_kind", "run_flee
 
 
 @contextlib.contextmanager
-def open_cluster(cluster: str, *, dashboard: bool = True) -> Iterator[Client]:
+def open_cluster(cluster: str) -> Iterator[Client]:
     """A client for ``tcp://HOST:PORT`` (a running scheduler) or ``local:N`` (a new
     ``LocalCluster`` of N one-thread worker processes, each holding ``board=1``)."""
     if cluster.startswith("local:"):
@@ -67,7 +67,7 @@ def open_cluster(cluster: str, *, dashboard: bool = True) -> Iterator[Client]:
         if not n.isdigit() or int(n) < 1:
             raise SweepError(f"--cluster {cluster!r}: expected local:N with N >= 1 boards")
         with LocalCluster(n_workers=int(n), threads_per_worker=1, processes=True,
-                          resources={BOARD_RESOURCE: 1}, dashboard_address=":0" if dashboard else None,
+                          resources={BOARD_RESOURCE: 1}, dashboard_address=":0",
                           host="127.0.0.1") as lc, Client(lc) as client:
             yield client
         return
@@ -149,7 +149,6 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
                           executor=config.executor, plan=plan, cooldown=config.cooldown,
                           stored=store.stored_meta(), session=session,
                           boards=[i["identity"] for i in boards.values()])
-        meta["fleet"] = True
         store.write_dataset(plan, meta, table)
         if progress:
             print(f"fleet: {len(boards)} board(s) of kind {kind}, {len(refused)} refused; Dask dashboard: "
