@@ -218,3 +218,20 @@ def test_contract_checks_board_ids_and_old_datasets_still_load(tmp_path):
 def test_single_board_plans_are_written_as_before():
     assert "board_kind" not in make_plan(WORKLOADS, LEVELS).to_json()
     assert make_plan(WORKLOADS, LEVELS, board_kind=ORIN).to_json()["board_kind"] == ORIN
+
+
+def test_a_local_sweep_continued_on_a_fleet(tmp_path, threads3, capsys):
+    out = tmp_path / "local"
+    args = ["sweep", "--backend", "sim", "--workloads", ",".join(WORKLOADS), "--freqs", "306", "1300.5",
+            "--steps", "3", "--warmup-steps", "0", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    assert "board_kind" not in json.loads((out / "plan.json").read_text())
+    redo = sorted((out / "runs").glob("*.json"))[:3]
+    for path in redo:
+        path.unlink()  # as if the local sweep had been stopped before these runs
+    assert main([*args, "--resume", "--cluster", threads3.scheduler.address]) == 0
+    capsys.readouterr()
+    ds = load_dataset(out)
+    assert len(ds.runs) == 6 and not ds.runs["run_id"].duplicated().any()
+    assert ds.meta["sweep"]["sessions"][-1]["fleet"]["kind"] == ORIN
+    assert ds.meta["sweep"]["sessions"][-1]["runs_done_before"] == 3

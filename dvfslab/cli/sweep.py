@@ -216,9 +216,10 @@ def run_fleet(args):
         _, infos = fleet.fleet_boards(client, BoardConfig(args.backend, executor, options, make_cooldown(args)))
         plan = None
         if args.workloads:
-            kind = fleet.plan_kind(infos, args.board_kind or _stored_kind(args))
+            stored = _stored_plan(args)
+            kind = fleet.plan_kind(infos, args.board_kind or (stored or {}).get("board_kind"))
             levels = next((i["kind"]["levels_mhz"] for i in infos.values() if i.get("kind_id") == kind), [])
-            plan = make_plan_from(args, levels, kind)
+            plan = make_plan_from(args, levels, kind if stored is None else stored.get("board_kind"))
         elif not args.resume:
             make_plan_from(args, [])  # the error naming --workloads / --resume
         return fleet.run_fleet_sweep(plan, client, args.out, backend=args.backend, backend_options=options,
@@ -226,11 +227,12 @@ def run_fleet(args):
                                      retry_failed=not args.no_retry_failed, progress=not args.no_progress)
 
 
-def _stored_kind(args) -> str | None:
+def _stored_plan(args) -> dict | None:
+    """``plan.json`` of the sweep ``--resume`` continues (its board kind: None for a local sweep)."""
     from pathlib import Path
 
     path = Path(args.out) / "plan.json"
-    return json.loads(path.read_text()).get("board_kind") if args.resume and path.exists() else None
+    return json.loads(path.read_text()) if args.resume and path.exists() else None
 
 
 def run_local(args):

@@ -94,6 +94,9 @@ def plan_kind(infos: Mapping[str, dict], wanted: str | None = None) -> str:
     kinds = fleet_kinds(infos)
     listing = "; ".join(f"{k} ({len(w)} board{'s' * (len(w) > 1)}: {', '.join(w)})" for k, w in kinds.items())
     if wanted is not None:
+        if wanted not in kinds:
+            raise SweepError(f"no worker of the fleet has a board of kind {wanted}; the fleet holds: "
+                             f"{listing or 'no usable board'}")
         return wanted
     if len(kinds) == 1:
         return next(iter(kinds))
@@ -126,7 +129,7 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
         plugin_name, infos = fleet_boards(client, config)
         store = SweepStore(out)
         plan = store.open(_with_kind(plan, out, infos), resume=resume)
-        kind = plan.board_kind
+        kind = plan.board_kind or plan_kind(infos)  # None: a local sweep continued on a fleet
         boards = {a: i for a, i in infos.items() if i.get("kind_id") == kind}
         refused = {i["worker"]: i["error"] or f"board kind {i['kind_id']}, not {kind}"
                    for a, i in infos.items() if a not in boards}
@@ -155,8 +158,8 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
                   f"{client.dashboard_link}", file=sys.stderr, flush=True)
         with signals_as_interrupt():
             try:
-                _run_all(client, todo, plan, plugin_name, store, meta, table, session["fleet"], progress,
-                         on_run, consolidate_s)
+                _run_all(client, todo, plan, kind, plugin_name, store, meta, table, session["fleet"],
+                         progress, on_run, consolidate_s)
             finally:
                 session["ended_at"] = utc_now()
                 store.write_dataset(plan, meta, table, steps=True)
@@ -174,21 +177,23 @@ def _default_executor(backend: str) -> Executor:
 
 
 def _with_kind(plan: SweepPlan | None, out: Path, infos: Mapping[str, dict]) -> SweepPlan | None:
-    """The plan with its board kind: its own, the stored plan's (resume), else the fleet's only one."""
+    """The plan with its board kind: its own, the stored plan's (resume; none for a local sweep
+    continued on a fleet), else the fleet's only one."""
     if plan is None or plan.board_kind is not None:
         return plan
     stored = out / "plan.json"
-    kind = read_json(stored).get("board_kind") if stored.exists() else None
-    return dataclasses.replace(plan, board_kind=kind or plan_kind(infos))
+    if stored.exists():
+        return dataclasses.replace(plan, board_kind=read_json(stored).get("board_kind"))
+    return dataclasses.replace(plan, board_kind=plan_kind(infos))
 
 
-def _run_all(client: Client, todo: list, plan: SweepPlan, plugin_name: str, store: SweepStore, meta: dict,
+def _run_all(client: Client, todo: list, plan: SweepPlan, kind: str, plugin_name: str, store: SweepStore, meta: dict,
              table: pd.DataFrame, fleet: dict, progress: bool, on_run: Callable[[dict], object] | None,
              consolidate_s: float) -> None:
     """Submit one task per run, commit each record as it comes back, show fleet progress."""
     token = uuid.uuid4().hex[:8]
-    resources = {BOARD_RESOURCE: 1, kind_resource(plan.board_kind): 1}
-    futures = {client.submit(run_on_board, spec, plan.board_kind, plugin_name, key=f"dvfslab-run-{spec.run_id}-{token}",
+    resources = {BOARD_RESOURCE: 1, kind_resource(kind): 1}
+    futures = {client.submit(run_on_board, spec, kind, plugin_name, key=f"dvfslab-run-{spec.run_id}-{token}",
                              resources=resources, priority=len(todo) - i, pure=False): spec
                for i, spec in enumerate(todo)}
     tty = progress and sys.stderr.isatty()
