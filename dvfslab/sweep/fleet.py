@@ -130,15 +130,7 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
         store = SweepStore(out)
         plan = store.open(_with_kind(plan, out, infos), resume=resume)
         kind = plan.board_kind or plan_kind(infos)  # None: a local sweep continued on a fleet
-        boards = {a: i for a, i in infos.items() if i.get("kind_id") == kind}
-        refused = {i["worker"]: i["error"] or f"board kind {i['kind_id']}, not {kind}"
-                   for a, i in infos.items() if a not in boards}
-        if not boards:
-            raise SweepError(f"no worker of the fleet has a board of the plan's kind {kind} "
-                             f"(refused: {refused or 'no worker connected'}); start workers on such boards")
-        first = next(iter(boards.values()))
-        for f in plan.levels_mhz:
-            check_level(f, first["kind"]["levels_mhz"])
+        boards, refused = _split_fleet(infos, kind, plan)
         table = workloads if workloads is not None else workload_table(plan.workloads)
         todo = store.todo(plan, retry_failed=retry_failed)
         session = {"started_at": utc_now(), "host": socket.gethostname(), "runs_done_before": len(plan) - len(todo),
@@ -146,12 +138,7 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
                    "fleet": {"scheduler": client.scheduler.address, "kind": kind,
                              "workers": {i["worker"]: i["identity"]["board_id"] for i in boards.values()},
                              "refused": refused, "boards": {}, "lost": {}}}
-        meta = build_meta(first["device"], first["kind"]["levels_mhz"], backend,
-                          simulated=all(i["simulated"] for i in boards.values()),
-                          energy_measured=all(i["energy_measured"] for i in boards.values()),
-                          executor=config.executor, plan=plan, cooldown=config.cooldown,
-                          stored=store.stored_meta(), session=session,
-                          boards=[i["identity"] for i in boards.values()])
+        meta = _fleet_meta(boards, backend, config, plan, store.stored_meta(), session)
         store.write_dataset(plan, meta, table)
         if progress:
             print(f"fleet: {len(boards)} board(s) of kind {kind}, {len(refused)} refused; Dask dashboard: "
@@ -164,6 +151,32 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
                 session["ended_at"] = utc_now()
                 store.write_dataset(plan, meta, table, steps=True)
     return load_dataset(out)
+
+
+def _split_fleet(infos: Mapping[str, dict], kind: str, plan: SweepPlan) -> tuple[dict, dict]:
+    """The workers whose board is of ``kind`` (address -> description) and the refused ones
+    (worker name -> why); checks the plan's levels against the kind's table."""
+    boards = {a: i for a, i in infos.items() if i.get("kind_id") == kind}
+    refused = {i["worker"]: i["error"] or f"board kind {i['kind_id']}, not {kind}"
+               for a, i in infos.items() if a not in boards}
+    if not boards:
+        raise SweepError(f"no worker of the fleet has a board of the plan's kind {kind} "
+                         f"(refused: {refused or 'no worker connected'}); start workers on such boards")
+    levels = next(iter(boards.values()))["kind"]["levels_mhz"]
+    for f in plan.levels_mhz:
+        check_level(f, levels)
+    return boards, refused
+
+
+def _fleet_meta(boards: Mapping[str, dict], backend: str, config: BoardConfig, plan: SweepPlan,
+                stored: dict | None, session: dict) -> dict:
+    """``meta.json`` of a fleet sweep: the kind as ``device``, every board under ``boards``."""
+    first = next(iter(boards.values()))
+    return build_meta(first["device"], first["kind"]["levels_mhz"], backend,
+                      simulated=all(i["simulated"] for i in boards.values()),
+                      energy_measured=all(i["energy_measured"] for i in boards.values()),
+                      executor=config.executor, plan=plan, cooldown=config.cooldown, stored=stored,
+                      session=session, boards=[i["identity"] for i in boards.values()])
 
 
 def _default_executor(backend: str) -> Executor:
