@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
 
 from dvfslab.hw.base import DvfsError
@@ -40,6 +41,12 @@ def register(sub) -> None:
     p.add_argument("--sysfs-root", default="/", metavar="DIR", help="root of the Jetson sysfs tree (default /)")
     p.add_argument("--power-mode-ok", action="store_true",
                    help="--backend jetson: sweep in the current nvpmodel mode even if it is not MAXN")
+    f = p.add_argument_group("fleet sweeps on Dask distributed (see docs/fleet.md; needs the 'fleet' extra)")
+    f.add_argument("--cluster", metavar="ADDRESS",
+                   help="tcp://HOST:8786: run on the workers of that dask scheduler, one board each; "
+                        "local:N: start N local workers, each with its own simulated board (--backend sim)")
+    f.add_argument("--board-kind", metavar="KIND",
+                   help="the fleet's board kind to run on, when it holds several (one sweep per kind)")
     g = p.add_argument_group("cool-down between runs (board seconds; virtual on the twin)")
     g.add_argument("--cooldown-temp-c", type=float, default=50.0,
                    help="wait until the GPU is below this temperature (default 50 C)")
@@ -146,34 +153,105 @@ def make_executor(args):
     return executors.FinetuneExecutor(step_rows=args.step_rows)
 
 
-def run(args) -> int:
-    from dvfslab.hw import get_backend
+def backend_options(args) -> dict:
+    return {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
+            "sim": {"seed": args.seed}}.get(args.backend, {})
+
+
+def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None):
+    """The plan of ``--workloads ...`` (None with only ``--resume``)."""
     from dvfslab.sweep.plan import make_plan
-    from dvfslab.sweep.runner import run_sweep
+
+    if args.workloads:
+        return make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels_mhz),
+                         reps=args.reps, maxn=not args.no_maxn, order=args.order, seed=args.seed,
+                         steps=args.steps, warmup_steps=args.warmup_steps, board_kind=board_kind)
+    if not args.resume:
+        raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
+                        "or all); to continue one, pass --resume")
+    return None
+
+
+def make_cooldown(args):
     from dvfslab.sweep.session import Cooldown
 
+    return Cooldown(max_temp_c=args.cooldown_temp_c if args.cooldown_temp_c > 0 else None,
+                    idle_power_tol=args.cooldown_power_tol, timeout_s=args.cooldown_timeout_s,
+                    poll_s=args.cooldown_poll_s, min_s=args.cooldown_min_s, idle_measure_s=args.idle_s)
+
+
+def run(args) -> int:
+    if args.cluster:
+        ds = run_fleet(args)
+    else:
+        ds = run_local(args)
+    n_failed = int((ds.runs["status"] == "failed").sum())
+    boards = ds.runs["board_id"].nunique() if "board_id" in ds.runs.columns else 1
+    print(f"{args.out}: {len(ds.runs)} runs ({n_failed} failed), {len(ds.workloads)} workloads, "
+          f"{ds.source} data" + (f", {boards} boards" if args.cluster else ""))
+    missing = _planned(args.out) - len(ds.runs) if args.cluster else 0
+    if missing:
+        print(f"{missing} planned runs have no record (their workers died repeatedly, see meta.json "
+              "sweep.sessions[-1].fleet.lost); continue with --resume", file=sys.stderr)
+    return 1 if n_failed or missing else 0
+
+
+def _planned(out: str) -> int:
+    from pathlib import Path
+
+    return len(json.loads((Path(out) / "plan.json").read_text())["run_ids"])
+
+
+def run_fleet(args):
+    """``--cluster``: the same plan on a Dask fleet (:func:`dvfslab.sweep.fleet.run_fleet_sweep`)."""
+    try:
+        from dvfslab.sweep import fleet
+        from dvfslab.sweep.fleet_worker import BoardConfig
+    except ImportError as err:
+        if "distributed" not in str(err) and "dask" not in str(err):
+            raise
+        raise DvfsError(f"--cluster needs Dask distributed ({err}); pip install 'dvfslab[fleet]'") from None
+    if args.cluster.startswith("local:") and args.backend != "sim":
+        raise DvfsError(f"--cluster {args.cluster} starts simulated boards on this machine: use --backend sim, "
+                        "or start one `dask worker` per real board and pass --cluster tcp://HOST:8786")
+    executor, options = make_executor(args), backend_options(args)
+    with fleet.open_cluster(args.cluster) as client:
+        _, infos = fleet.fleet_boards(client, BoardConfig(args.backend, executor, options, make_cooldown(args)))
+        plan = None
+        if args.workloads:
+            stored = _stored_plan(args)
+            kind = fleet.plan_kind(infos, args.board_kind or (stored or {}).get("board_kind"))
+            levels = next((i["kind"]["levels_mhz"] for i in infos.values() if i.get("kind_id") == kind), [])
+            plan = make_plan_from(args, levels, kind if stored is None else stored.get("board_kind"))
+        elif not args.resume:
+            make_plan_from(args, [])  # the error naming --workloads / --resume
+        return fleet.run_fleet_sweep(plan, client, args.out, backend=args.backend, backend_options=options,
+                                     executor=executor, cooldown=make_cooldown(args), resume=args.resume,
+                                     retry_failed=not args.no_retry_failed, progress=not args.no_progress)
+
+
+def _stored_plan(args) -> dict | None:
+    """``plan.json`` of the sweep ``--resume`` continues (its board kind: None for a local sweep)."""
+    from pathlib import Path
+
+    path = Path(args.out) / "plan.json"
+    return json.loads(path.read_text()) if args.resume and path.exists() else None
+
+
+def run_local(args):
+    from dvfslab.hw import get_backend
+    from dvfslab.sweep.runner import run_sweep
+
     executor = make_executor(args)
-    kwargs = {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
-              "sim": {"seed": args.seed}}.get(args.backend, {})
-    backend = get_backend(args.backend, **kwargs)
+    backend = get_backend(args.backend, **backend_options(args))
     try:
         plan = None
         if args.workloads:
-            levels = backend.clocks.levels_mhz() if backend.clocks is not None else []
-            plan = make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels),
-                             reps=args.reps, maxn=not args.no_maxn, order=args.order, seed=args.seed,
-                             steps=args.steps, warmup_steps=args.warmup_steps)
+            plan = make_plan_from(args, backend.clocks.levels_mhz() if backend.clocks is not None else [])
         elif not args.resume:
-            raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
-                            "or all); to continue one, pass --resume")
-        cooldown = Cooldown(max_temp_c=args.cooldown_temp_c if args.cooldown_temp_c > 0 else None,
-                            idle_power_tol=args.cooldown_power_tol, timeout_s=args.cooldown_timeout_s,
-                            poll_s=args.cooldown_poll_s, min_s=args.cooldown_min_s, idle_measure_s=args.idle_s)
-        ds = run_sweep(plan, backend, executor, args.out, resume=args.resume,
-                       retry_failed=not args.no_retry_failed, cooldown=cooldown, progress=not args.no_progress)
+            make_plan_from(args, [])  # the error naming --workloads / --resume
+        return run_sweep(plan, backend, executor, args.out, resume=args.resume,
+                         retry_failed=not args.no_retry_failed, cooldown=make_cooldown(args),
+                         progress=not args.no_progress)
     finally:
         backend.close()
-    n_failed = int((ds.runs["status"] == "failed").sum())
-    print(f"{args.out}: {len(ds.runs)} runs ({n_failed} failed), {len(ds.workloads)} workloads, "
-          f"{ds.source} data")
-    return 1 if n_failed else 0

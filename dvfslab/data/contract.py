@@ -64,8 +64,10 @@ RUN_COLUMNS: dict[str, str] = {
     "status": "str",
     "started_at": "str?",
 }
-# optional columns a writer may add (kept, typed, not required)
-RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?"}
+# optional columns a writer may add (kept, typed, not required). ``board_id``: the board a run
+# ran on (sweeps record it; a fleet sweep's dataset holds several boards, each described under
+# meta.json "boards"); datasets without the column still load.
+RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?", "board_id": "str?"}
 STEP_COLUMNS: dict[str, str] = {
     "run_id": "str",
     "step": "int",
@@ -267,6 +269,7 @@ def _validate_runs(ds: Dataset) -> None:
         raise DatasetError(rpath, "rep must be >= 0", column="rep", row=row)
     _validate_measures(rpath, runs, energy_measured=ds.meta.get("energy_measured", True))
     _validate_levels(ds)
+    _validate_boards(ds)
 
 
 def _validate_measures(rpath: Path, runs: pd.DataFrame, *, energy_measured: bool) -> None:
@@ -296,6 +299,25 @@ def _validate_levels(ds: Dataset) -> None:
     if ds.meta["baseline"] == "maxn" and not (runs["policy"] == "maxn").any():
         raise DatasetError(ds.path / "meta.json", "baseline is 'maxn' but runs.csv has no policy=maxn run",
                            fix="set baseline to 'fmax' or add the MAXN runs")
+
+
+def _validate_boards(ds: Dataset) -> None:
+    """``board_id`` (optional column): one token per board; with meta.json ``boards`` (an object
+    board_id -> identity), every board_id in runs.csv must be described there."""
+    if "board_id" not in ds.runs.columns:
+        return
+    rpath, ids = ds.path / "runs.csv", ds.runs["board_id"]
+    if (row := _first(ids.map(lambda v: isinstance(v, str) and any(c.isspace() for c in v)))) is not None:
+        raise DatasetError(rpath, f"board_id {ids.iloc[row - 1]!r} holds whitespace", column="board_id", row=row,
+                           fix="a board_id is one token such as a hostname or serial")
+    boards = ds.meta.get("boards")
+    if boards is None:
+        return
+    if not isinstance(boards, dict):
+        raise DatasetError(ds.path / "meta.json", "boards must be an object board_id -> board identity")
+    if (row := _first(ids.notna() & ~ids.isin(set(boards)))) is not None:
+        raise DatasetError(rpath, f"board_id {ids.iloc[row - 1]!r} is not described in meta.json boards",
+                           column="board_id", row=row, fix="add the board to meta.json boards or fix the id")
 
 
 def _validate_steps(spath: Path, steps: pd.DataFrame, runs: pd.DataFrame) -> None:

@@ -101,15 +101,17 @@ class SimBackend(Backend):
 
 
 def open_backend(board: str = "agx-orin-64gb", seed: int = 0, *, power_mode: int | str = 0,
-                 **_ignored) -> SimBackend:
+                 board_id: str | None = None, **_ignored) -> SimBackend:
     """Open the simulated board ``board`` (see :data:`dvfslab.sim.model.PROFILES`) with noise seed ``seed``.
+
+    ``board_id`` names this board in a fleet's records (default ``sim-<profile>-s<seed>``).
 
     Keyword arguments meant for hardware backends (``sysfs_root`` …) are ignored.
     """
     b = SimBoard(board, seed, power_mode=power_mode)
     p = b.profile
     description = {
-        "board": p.display_name, "profile": p.name, "gpu": p.gpu, "simulated": True, "seed": b.seed,
+        "board": p.display_name, "profile": p.name, "board_id": board_id or f"sim-{p.name}-s{b.seed}", "gpu": p.gpu, "simulated": True, "seed": b.seed,
         "calibrated": p.calibrated, "power_mode": f"{b.mode.mode_id} ({b.mode.name})",
         "governor": "nvhost_podgov (emulated)", "levels_mhz": list(p.levels_mhz), "rails": list(p.rails),
         "total_rails": list(p.total_rails),

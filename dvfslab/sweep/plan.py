@@ -109,6 +109,7 @@ class SweepPlan:
     seed: int = 0
     steps: int = 100
     warmup_steps: int = 10
+    board_kind: str | None = None  # a fleet sweep's board kind (dvfslab.sweep.board.kind_id)
     runs: tuple[RunSpec, ...] = field(default=(), compare=False)
 
     def __len__(self) -> int:
@@ -118,6 +119,8 @@ class SweepPlan:
         """The plan without its run list (what ``plan.json`` and ``meta.json`` record)."""
         d = asdict(self)
         d.pop("runs")
+        if d["board_kind"] is None:  # single-board sweeps: plan.json as before fleets existed
+            d.pop("board_kind")
         d["workloads"], d["levels_mhz"] = list(self.workloads), list(self.levels_mhz)
         return d
 
@@ -131,7 +134,8 @@ class SweepPlan:
             raise SweepError(f"{path}: unknown plan_version {obj.get('plan_version')!r} "
                              f"(this dvfslab writes {PLAN_VERSION})")
         keys = ("reps", "maxn", "order", "seed", "steps", "warmup_steps")
-        plan = make_plan(obj["workloads"], obj["levels_mhz"], **{k: obj[k] for k in keys})
+        plan = make_plan(obj["workloads"], obj["levels_mhz"], **{k: obj[k] for k in keys},
+                         board_kind=obj.get("board_kind"))
         if [r.run_id for r in plan.runs] != list(obj.get("run_ids", [])):
             raise SweepError(f"{path}: stored run order differs from the one this dvfslab plans; "
                              "finish the sweep with the dvfslab version that started it, or start a new --out")
@@ -140,14 +144,18 @@ class SweepPlan:
     def diff(self, stored: SweepPlan) -> str:
         """The settings that differ from ``stored`` (for the resume error), else ``'run order'``."""
         mine, theirs = self.settings(), stored.settings()
-        diffs = [f"{k}: {mine[k]!r} vs stored {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+        diffs = [f"{k}: {mine.get(k)!r} vs stored {theirs.get(k)!r}" for k in {**mine, **theirs}
+                 if mine.get(k) != theirs.get(k)]
         return "; ".join(diffs) or "run order"
 
 
 def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: int = 1,
               maxn: bool = True, order: str = "interleaved", seed: int = 0, steps: int = 100,
-              warmup_steps: int = 10) -> SweepPlan:
-    """Plan a sweep; run ids depend only on (workload, policy, level, rep), so resume is exact."""
+              warmup_steps: int = 10, board_kind: str | None = None) -> SweepPlan:
+    """Plan a sweep; run ids depend only on (workload, policy, level, rep), so resume is exact.
+
+    ``board_kind``: for a fleet sweep, the kind of board it runs on (:func:`dvfslab.sweep.board.kind_id`).
+    """
     workloads = tuple(dict.fromkeys(str(w) for w in workloads))
     levels = tuple(sorted(dict.fromkeys(float(f) for f in levels_mhz)))
     if not workloads:
@@ -165,4 +173,4 @@ def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: in
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise SweepError(f"two workloads map to the same run id {dup!r}; rename one of them")
-    return SweepPlan(workloads, levels, reps, maxn, order, seed, steps, warmup_steps, tuple(runs))
+    return SweepPlan(workloads, levels, reps, maxn, order, seed, steps, warmup_steps, board_kind, tuple(runs))

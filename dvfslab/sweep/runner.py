@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +28,7 @@ from dvfslab.core.levels import check_level
 from dvfslab.data.contract import Dataset, load_dataset
 from dvfslab.data.workloads import workload_table
 from dvfslab.hw.base import Backend
+from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import Executor
 from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan, make_plan
 from dvfslab.sweep.safety import SweepLock, board_lock_path, signals_as_interrupt
@@ -124,14 +125,14 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
                 last_write = time.monotonic()
             bar.update()
             if on_run is not None:
-                _notify(on_run, store.records[spec.run_id])
+                notify_run(on_run, store.records[spec.run_id])
             if progress and not tty:
                 per_run_s = (time.monotonic() - t0) / i
                 print(f"sweep [{len(plan) - len(todo) + i}/{len(plan)}] {spec.run_id}: {row['status']}; "
                       f"ETA {_hms(per_run_s * (len(todo) - i))}", file=sys.stderr, flush=True)
 
 
-def _notify(on_run: Callable[[dict], object], record: dict) -> None:
+def notify_run(on_run: Callable[[dict], object], record: dict) -> None:
     try:
         on_run(record)
     except Exception:  # a display must never stop days of measurement
@@ -144,12 +145,17 @@ def _hms(seconds: float) -> str:
 
 
 def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: Cooldown,
-                idle_power_w: float | None) -> tuple[dict, dict]:
-    """Cool down, set the policy, run the executor; a failure becomes a ``status=failed`` row."""
+                idle_power_w: float | None, board: Mapping | None = None) -> tuple[dict, dict]:
+    """Cool down, set the policy, run the executor; a failure becomes a ``status=failed`` row.
+
+    ``board``: the board's identity (:func:`~dvfslab.sweep.board.board_identity`, computed when
+    None); its ``board_id`` goes to the row, the whole identity to ``extras["board"]``.
+    """
+    board = dict(board) if board is not None else board_identity(backend)
     row = {"run_id": spec.run_id, "workload_id": spec.workload_id, "policy": spec.policy,
            "gpu_freq_mhz": spec.freq_mhz, "rep": spec.rep, "steps": spec.steps,
-           "status": "ok", "started_at": None, "error": None}
-    extras: dict = {}
+           "status": "ok", "started_at": None, "error": None, "board_id": board["board_id"]}
+    extras: dict = {"board": board}
     try:
         sampler = make_sampler(backend, executor)
         with sampler_running(sampler):

@@ -35,11 +35,12 @@ from dvfslab.data.contract import (
 )
 from dvfslab.data.workloads import merge_workloads
 from dvfslab.hw.base import Backend
+from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import Executor, describe_executor
 from dvfslab.sweep.plan import MAXN, RunSpec, SweepError, SweepPlan
 from dvfslab.sweep.session import Cooldown
 
-ROW_COLUMNS = list(RUN_COLUMNS) + ["error"]
+ROW_COLUMNS = list(RUN_COLUMNS) + ["error", "board_id"]
 VIRTUAL_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)  # as dvfslab simulate
 
 
@@ -165,22 +166,34 @@ def run_timestamp(backend: Backend) -> str:
 def sweep_meta(backend: Backend, executor: Executor, plan: SweepPlan, cooldown: Cooldown,
                stored: dict | None, session: dict) -> dict:
     """``meta.json``: the contract's keys, the board description and every sweep setting."""
+    desc = jsonable(dict(backend.description))
+    _check_same_board((stored or {}).get("device", {}), desc)
+    levels = backend.clocks.levels_mhz() if backend.clocks is not None else list(plan.levels_mhz)
+    return build_meta(desc, levels, backend.name, simulated=backend.simulated,
+                      energy_measured=backend.power is not None, executor=executor, plan=plan,
+                      cooldown=cooldown, stored=stored, session=session, boards=[board_identity(backend)])
+
+
+def build_meta(device: dict, levels_mhz, backend_name: str, *, simulated: bool, energy_measured: bool,
+               executor: Executor, plan: SweepPlan, cooldown: Cooldown, stored: dict | None, session: dict,
+               boards: list[dict]) -> dict:
+    """``meta.json`` from a board (or board kind) description; ``boards`` (identities, see
+    :func:`dvfslab.sweep.board.board_identity`) are added to those of earlier sessions."""
     from dvfslab import __version__
 
     stored = stored or {}
-    desc = jsonable(dict(backend.description))
-    _check_same_board(stored.get("device", {}), desc)
-    levels = backend.clocks.levels_mhz() if backend.clocks is not None else list(plan.levels_mhz)
-    meta = {"schema_version": 1, "source": "simulated" if backend.simulated else "measured", "device": desc,
-            "freq_table_mhz": [float(f) for f in levels], "baseline": "fmax",
+    known = dict(stored.get("boards") or {})
+    known.update({b["board_id"]: b for b in boards})
+    meta = {"schema_version": 1, "source": "simulated" if simulated else "measured", "device": device,
+            "freq_table_mhz": [float(f) for f in levels_mhz], "baseline": "fmax",
             "created_at": stored.get("created_at", utc_now()), "dvfslab_version": __version__,
-            "energy_measured": backend.power is not None,
-            "sweep": {"backend": backend.name, "plan": plan.settings(), "cooldown": asdict(cooldown),
+            "energy_measured": energy_measured, "boards": known,
+            "sweep": {"backend": backend_name, "plan": plan.settings(), "cooldown": asdict(cooldown),
                       "executor": describe_executor(executor),
                       "sessions": stored.get("sweep", {}).get("sessions", []) + [session]}}
-    if backend.simulated:
+    if simulated:
         meta["generator"] = f"dvfslab sweep on the simulated board ({type(executor).__name__})"
-        meta["seed"] = desc.get("seed", plan.seed)
+        meta["seed"] = device.get("seed", plan.seed)
     return meta
 
 
