@@ -87,11 +87,12 @@ def _sampler_line(reader, t: TimeSource, seconds: float):
             close()
 
 
-def jetson_report(args, t: TimeSource | None = None) -> list:
+def jetson_report(args, t: TimeSource | None = None, io=None) -> list:
+    """The Jetson lines; ``io`` replaces the sysfs I/O of ``--sysfs-root`` / ``--sysfs-io``."""
     from dvfslab.hw.doctor import check_lock, jetson_checks
     from dvfslab.hw.jetson.clocks import JetsonClocks
 
-    io = hardware._io(args)
+    io = io if io is not None else hardware._io(args)
     t = t or TimeSource.for_io(io)
     clocks = JetsonClocks(io=io, state_dir=args.state_dir, handle_signals=True)
     with clocks:  # restores on exit and on SIGINT / SIGTERM
@@ -103,7 +104,7 @@ def jetson_report(args, t: TimeSource | None = None) -> list:
     return checks
 
 
-def nvml_report(args, t: TimeSource | None = None) -> list:
+def nvml_report(args, t: TimeSource | None = None, io=None) -> list:
     from dvfslab.hw.doctor_nvml import nvml_checks, nvml_lock_check, open_session
 
     t = t or TimeSource()
@@ -116,8 +117,9 @@ def nvml_report(args, t: TimeSource | None = None) -> list:
     return checks
 
 
-def collect(args, t: TimeSource | None = None) -> tuple[str, list]:
-    """(the backend checked, its checks); a backend that is not there is one failing line."""
+def collect(args, t: TimeSource | None = None, io=None) -> tuple[str, list]:
+    """(the backend checked, its checks); a backend that is not there is one failing line.
+    ``t`` and ``io`` are injected by tests (a virtual clock; a fake sysfs I/O object)."""
     from dvfslab.hw.doctor import Check
 
     order = ("jetson", "nvml") if args.backend == "auto" else (args.backend,)
@@ -127,7 +129,7 @@ def collect(args, t: TimeSource | None = None) -> tuple[str, list]:
             reasons.append("nvml: not probed (--sysfs-root points at another tree)")
             continue
         try:
-            return name, (jetson_report if name == "jetson" else nvml_report)(args, t)
+            return name, (jetson_report if name == "jetson" else nvml_report)(args, t, io)
         except BackendUnavailableError as err:
             reasons.append(f"{name}: {err}")
     fix = "use a Jetson (--backend jetson) or a machine with an NVIDIA driver (--backend nvml)"
@@ -145,8 +147,8 @@ def format_report(backend: str, checks: list) -> str:
     return "\n".join(lines)
 
 
-def run(args, t: TimeSource | None = None) -> int:
-    backend, checks = collect(args, t)
+def run(args, t: TimeSource | None = None, io=None) -> int:
+    backend, checks = collect(args, t, io)
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         counts = {s: sum(c.status == s for c in checks) for s in ("ok", "warn", "fail")}

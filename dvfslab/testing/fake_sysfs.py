@@ -184,6 +184,12 @@ class FakeBoard:
     def set_temp(self, zone_type: str, temp_c: float) -> None:
         write_attr(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
 
+    def set_trip_point(self, zone_type: str, temp_c: float, kind: str = "passive", index: int = 0) -> None:
+        """A thermal zone's trip point (the kernel's ``trip_point_<i>_temp`` in m°C and ``_type``)."""
+        z = self.thermal_dirs[zone_type]
+        write_attr(z / f"trip_point_{index}_temp", int(round(temp_c * 1000)))
+        write_attr(z / f"trip_point_{index}_type", kind)
+
     def _update_rules(self, **changes) -> dict:
         kernel = load_kernel(self.root)
         rules = kernel["devfreq"][self.devfreq_rel]
