@@ -164,7 +164,19 @@ def test_permission_denied_on_max_freq_fails_with_the_udev_rule(board, capsys):
     assert c["permissions"]["detail"] == f"not writable by this user: {board.devfreq_link / 'max_freq'}"
     fix = c["permissions"]["fix"]
     assert 'SUBSYSTEM=="devfreq", KERNEL=="17000000.gpu", ACTION=="add"' in fix and "udevadm trigger" in fix
+    assert "platform" not in fix  # power/control is writable here
     assert c["lock"]["status"] == "warn" and c["lock"]["detail"].startswith("not tried")
+
+
+def test_a_read_only_gpu_power_control_adds_the_platform_rule(board, capsys):
+    """A lock holds the rail on (power/control = on), so a non-root user needs that file too."""
+    board.railgate_path.chmod(0o444)
+    rc, c = checks(capsys, board)
+    assert rc == 1 and c["permissions"]["detail"].endswith("power/control")
+    fix = c["permissions"]["fix"]
+    assert 'SUBSYSTEM=="platform", KERNEL=="17000000.gpu", ACTION=="add"' in fix
+    assert "--subsystem-match=platform --sysname-match=17000000.gpu" in fix
+    assert c["lock"]["status"] == "warn" and limits(board) == ORIGINAL
 
 
 def test_another_reader_of_the_sensors_warns(board, capsys):

@@ -13,6 +13,7 @@ checks are in :mod:`dvfslab.hw.doctor_nvml`. The rules and their sources: docs/h
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 
 from dvfslab.core.levels import format_mhz
@@ -120,12 +121,24 @@ def check_railgate(clocks: JetsonClocks) -> Check:
                  f"`echo auto | sudo tee {clocks.io.path(rel)}` (or `sudo jetson_clocks --restore`)")
 
 
-def udev_fix(clocks: JetsonClocks) -> str:
-    """The udev rule (and the commands that apply it) granting group ``dvfslab`` the clock files."""
-    return (f"run as root, or add to /etc/udev/rules.d/99-dvfslab.rules: "
-            f"{udev_rule_example(clocks.node.name)} then `sudo groupadd -f dvfslab && sudo usermod "
-            "-aG dvfslab $USER && sudo udevadm trigger --subsystem-match=devfreq --action=add` and "
-            "log in again (docs/hardware.md, \"Permissions\")")
+def railgate_rule(device_name: str) -> str:
+    """A udev rule granting group ``dvfslab`` write access to the GPU's ``power/control``."""
+    return (f'SUBSYSTEM=="platform", KERNEL=="{device_name}", ACTION=="add", '
+            'RUN+="/bin/chgrp dvfslab /sys%p/power/control", RUN+="/bin/chmod g+w /sys%p/power/control"')
+
+
+def udev_fix(clocks: JetsonClocks, railgate: bool = False) -> str:
+    """The udev rule(s) (and the commands that apply them) granting group ``dvfslab`` the clock
+    files, and with ``railgate`` the GPU's ``power/control`` (held on during a lock)."""
+    rules = udev_rule_example(clocks.node.name)
+    trigger = "sudo udevadm trigger --subsystem-match=devfreq --action=add"
+    if railgate:
+        device = os.path.basename(os.path.realpath(clocks.io.path(f"{clocks.node.rel}/device")))
+        rules += f" and {railgate_rule(device)}"
+        trigger += f" && sudo udevadm trigger --subsystem-match=platform --sysname-match={device} --action=add"
+    return (f"run as root, or add to /etc/udev/rules.d/99-dvfslab.rules: {rules} then `sudo groupadd -f "
+            f"dvfslab && sudo usermod -aG dvfslab $USER && {trigger}` and log in again "
+            "(docs/hardware.md, \"Permissions\")")
 
 
 def check_permissions(clocks: JetsonClocks) -> Check:
@@ -134,7 +147,9 @@ def check_permissions(clocks: JetsonClocks) -> Check:
     files += [rail] if rail else []
     denied = [str(clocks.io.path(f)) for f in files if not clocks.io.writable(f)]
     if denied:
-        return Check("permissions", "fail", "not writable by this user: " + ", ".join(denied), udev_fix(clocks))
+        rail_denied = rail is not None and str(clocks.io.path(rail)) in denied
+        return Check("permissions", "fail", "not writable by this user: " + ", ".join(denied),
+                     udev_fix(clocks, railgate=rail_denied))
     return _ok("permissions", "min_freq, max_freq" + (", power/control" if rail else "") + " writable")
 
 
@@ -228,8 +243,11 @@ def lock_targets_mhz(clocks: JetsonClocks) -> tuple[float, float]:
 
 def check_lock(clocks: JetsonClocks) -> Check:
     """Lock the lowest and the highest allowed level, check each, and restore (always)."""
-    if not clocks.writable():
-        return Check("lock", "warn", "not tried: the clock files are not writable", udev_fix(clocks))
+    rail = find_railgate_control(clocks.io, clocks.node.rel)
+    rail_denied = rail is not None and not clocks.io.writable(rail)
+    if not clocks.writable() or rail_denied:
+        return Check("lock", "warn", "not tried: the clock files are not writable (see permissions)",
+                     udev_fix(clocks, railgate=rail_denied))
     targets, checks = lock_targets_mhz(clocks), []
     try:
         for f in targets:
@@ -263,4 +281,4 @@ def jetson_checks(io: SysfsIO, clocks: JetsonClocks, clock, *, power_mode_ok: bo
 __all__ = ["Check", "MIN_HEADROOM_C", "MIN_SAMPLER_HZ", "STATUSES", "check_board", "check_governor",
            "check_jetson_clocks", "check_lock", "check_other_readers", "check_permissions",
            "check_power_mode", "check_railgate", "check_sampler", "check_thermal", "jetson_checks",
-           "lock_targets_mhz", "open_reader"]
+           "lock_targets_mhz", "open_reader", "railgate_rule", "udev_fix"]
