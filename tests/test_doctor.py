@@ -110,6 +110,19 @@ def test_jetson_clocks_applied_fails_and_rail_held_on_warns(board, capsys):
     assert board.state()["min_freq_hz"] == 1300500000  # the doctor restored what it found
 
 
+def test_a_lock_left_behind_fails_and_is_not_touched(board, capsys, tmp_path):
+    """A killed run left the GPU pinned and its state file: the doctor says how to restore and
+    neither locks nor restores itself."""
+    state = tmp_path / "state"
+    assert main(["clocks", "--sysfs-root", str(board.root), "--sysfs-io", BLOCKING_IO, "--state-dir", str(state),
+                 "--set", "612"]) == 0
+    capsys.readouterr()
+    rc, c = checks(capsys, board, "--state-dir", state)
+    assert rc == 1 and c["jetson_clocks"]["status"] == "fail" and c["jetson_clocks"]["fix"] == "run `dvfslab clocks --restore`"
+    assert c["lock"]["status"] == "warn" and c["lock"]["detail"].startswith("not tried: a dvfslab state file is pending")
+    assert board.state()["min_freq_hz"] == board.state()["max_freq_hz"] == 612000000
+
+
 def test_a_governor_that_holds_one_rate_fails(board, capsys):
     board.io().write(board.devfreq_dir / "governor", "userspace")
     rc, c = checks(capsys, board, "--no-lock")

@@ -248,6 +248,9 @@ def check_lock(clocks: JetsonClocks) -> Check:
     if not clocks.writable() or rail_denied:
         return Check("lock", "warn", "not tried: the clock files are not writable (see permissions)",
                      udev_fix(clocks, railgate=rail_denied))
+    if clocks.state_file.load() is not None:
+        return Check("lock", "warn", f"not tried: a dvfslab state file is pending ({clocks.state_file.path})",
+                     "run `dvfslab clocks --restore` first, then the doctor again")
     targets, checks = lock_targets_mhz(clocks), []
     try:
         for f in targets:
