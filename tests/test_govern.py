@@ -69,6 +69,10 @@ def test_sigterm_to_govern_forwards_restores_and_exits_143(orin_jp6, tmp_path):
 def test_refusals_are_one_line_and_touch_nothing(orin_jp6, capsys, fake_kernel_env, tmp_path):
     rc, _, err = cli(capsys, "govern", "--policy", "online", "--sysfs-root", orin_jp6.root, "--", "true")
     assert rc == 2 and "online governor" in err and "OnlineProfiler" in err and err.count("\n") == 1
+    rc, _, err = cli(capsys, "govern", "--policy", "profiled", "--model", tmp_path / "profiled.json",
+                     "--sysfs-root", orin_jp6.root, "--", "true")
+    assert rc == 2 and "profiled governor" in err and "decide_from_steps" in err and "DvfsCallback" in err
+    assert err.count("\n") == 1
     rc, _, err = cli(capsys, "govern", "--policy", "mlg", "--layers", "4", "--", "true")
     assert rc == 2 and "needs --model FILE" in err and "mlg-paper" in err
     rc, _, err = cli(capsys, "govern", "--policy", "mlg-paper", "--layers", "12", "--avg-seq-len", "60",

@@ -60,7 +60,8 @@ def test_iio_rails_read_milliwatts(tmp_path):
 
 
 def test_update_interval_read_or_estimated_from_the_channels(tmp_path):
-    assert JetsonPowerReader(build_board(tmp_path / "a", "agx-orin-jp6").root).update_interval_s == 0.14
+    # the JP6 tree's update_interval file, as the L4T driver reports it: round(3 x 2 x 1.1 ms) = 7 ms
+    assert JetsonPowerReader(build_board(tmp_path / "a", "agx-orin-jp6").root).update_interval_s == 0.007
     # no update_interval file: 3 channels x (bus + shunt) x 1.1 ms = 6.6 ms (L4T conversion time)
     assert JetsonPowerReader(build_board(tmp_path / "b", "agx-orin-jp5").root).update_interval_s == pytest.approx(0.0066)
     assert JetsonPowerReader(build_board(tmp_path / "c", "jp4-iio").root).update_interval_s is None

@@ -2,7 +2,9 @@
 
 ``dvfslab govern`` (:mod:`dvfslab.cli.govern`) is a thin layer over this module:
 
-* :func:`load_policy` turns ``--policy`` / ``--model`` / ``--max-slowdown`` into a governor;
+* :func:`load_policy` turns ``--policy`` / ``--model`` / ``--max-slowdown`` into a governor
+  (``online`` and ``profiled`` are refused with how to use them: both need per-step energies
+  from inside training);
 * :func:`features_from_hf_config` reads the features a Hugging Face ``config.json`` holds
   (layers, hidden size, decoder or encoder, an estimate of the parameter count);
 * :func:`decide` runs the governor on those features and says why.
@@ -28,7 +30,7 @@ from dvfslab.governors.limits import constrain
 from dvfslab.governors.static import load_fixed
 from dvfslab.governors.tree import TreeGovernor, paper_tree
 
-POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online")
+POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online", "profiled")
 
 
 def _read_json(path: str | os.PathLike, what: str) -> dict:
@@ -45,6 +47,12 @@ def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slow
                             "plain command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to your Trainer's "
                             "callbacks (or drive dvfslab.governors.online.OnlineProfiler in your own loop; docs/governors.md), or "
                             "use --policy mlg, curve or ffg here")
+    if policy == "profiled":
+        raise GovernorError("the profiled governor decides from its first warm-up + probe steps measured at the default "
+                            "clock inside training, which a plain command cannot report; in your training script run "
+                            "those steps under dvfslab.harness.callback.DvfsCallback(backend) (its step_rows() give each "
+                            "step's energy_j and time_s), then lock ProfiledGovernor.load(FILE).decide_from_steps(steps, "
+                            "gpu_util_pct) (docs/governors.md), or use --policy mlg, curve or ffg here")
     if policy == "mlg-paper":
         gov = TreeGovernor(paper_tree(), name="mlg-paper")
     elif model is None:

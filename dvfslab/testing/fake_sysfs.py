@@ -97,7 +97,7 @@ def _orin(name: str, jp: int, **kw) -> BoardProfile:
         node_name="17000000.gpu" if jp6 else "17000000.ga10b", of_node_name="gpu" if jp6 else "ga10b",
         levels_hz=ORIN_LEVELS_HZ,
         load_rel="sys/devices/platform/bus@0/17000000.gpu/load" if jp6 else "sys/devices/gpu.0/load",
-        rails=ORIN_HWMON, hwmon_index=1 if jp6 else 3, update_interval_ms=140 if jp6 else None,
+        rails=ORIN_HWMON, hwmon_index=1 if jp6 else 3, update_interval_ms=7 if jp6 else None,
         power_modes=AGX_ORIN_MODES,
         rail_power_mw={"VDD_GPU_SOC": 3200.0, "VDD_CPU_CV": 800.0, "VIN_SYS_5V0": 3600.0, "VDDQ_VDD2_1V8AO": 450.0},
     )
@@ -183,6 +183,12 @@ class FakeBoard:
 
     def set_temp(self, zone_type: str, temp_c: float) -> None:
         write_attr(self.thermal_dirs[zone_type] / "temp", int(round(temp_c * 1000)))
+
+    def set_trip_point(self, zone_type: str, temp_c: float, kind: str = "passive", index: int = 0) -> None:
+        """A thermal zone's trip point (the kernel's ``trip_point_<i>_temp`` in m°C and ``_type``)."""
+        z = self.thermal_dirs[zone_type]
+        write_attr(z / f"trip_point_{index}_temp", int(round(temp_c * 1000)))
+        write_attr(z / f"trip_point_{index}_type", kind)
 
     def _update_rules(self, **changes) -> dict:
         kernel = load_kernel(self.root)
