@@ -117,7 +117,7 @@ def test_optimal_levels_by_hand(tiny):
     assert optima["paper_label"].to_dict() == {"tiny-enc/sst2": 2, "big-dec/qnli": 3, "tiny-enc/mrpc": 1}
     summary = F.characterization_summary(optima.reset_index())
     assert summary == {"sweet_spot_mhz": {"min": 510.0, "max": 714.0}, "u_shaped_fraction": pytest.approx(2 / 3),
-                       "n_workloads": 3}
+                       "n_workloads": 3, "knob": "gpu_freq_mhz", "knob_unit": "MHz"}
 
 
 def test_optimal_levels_find_the_closed_form_optimum(ds):

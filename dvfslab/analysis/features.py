@@ -16,9 +16,10 @@ import pandas as pd
 
 from dvfslab.analysis.aggregate import Sweep, SweepError, optimal_levels
 
-# Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
+# Feature columns, in the order the paper lists them; ``params_m`` and ``batch_size`` are ours
+# (extras: the batch size is what varies most in a power-limit trace such as Zeus').
 PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
-FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m",)
+FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m", "batch_size")
 SIZE_SPLIT_M = 70.0  # the paper's size groups: params > 70M vs <= 70M
 SIZE_GROUPS = ("> 70M", "<= 70M")
 
@@ -51,8 +52,10 @@ def feature_table(sweep: Sweep) -> pd.DataFrame:
 def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:
     """Split candidate feature columns into used ones and dropped ones with the reason.
 
-    A column is dropped when it is absent or has no value at all in ``features`` (the training
-    rows); partly missing columns are kept and imputed (median) by the models.
+    A column is dropped when it is absent, has no value at all in ``features`` (the training
+    rows), or has one and the same value in every training row that has one (it cannot separate
+    anything: e.g. the batch size of a sweep that kept it fixed); partly missing columns are kept
+    and imputed (median) by the models.
     """
     used, dropped = [], {}
     for col in candidates:
@@ -60,6 +63,8 @@ def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES
             dropped[col] = "not in the feature table"
         elif features[col].isna().all():
             dropped[col] = "no value in any training workload"
+        elif features[col].nunique(dropna=True) == 1:
+            dropped[col] = f"the same value ({features[col].dropna().iloc[0]:g}) in every training workload"
         else:
             used.append(col)
     if not used:
