@@ -35,7 +35,8 @@ import pandas as pd
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_json, atomic_write_text
 from dvfslab.core.levels import snap_mhz
-from dvfslab.data.contract import DEFAULT_KNOB, Dataset, Knob, get_knob
+from dvfslab.data.contract import Dataset
+from dvfslab.data.knobs import DEFAULT_KNOB, Knob, get_knob
 
 MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401  (re-exported)
+from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, Knob, get_knob  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 SOURCES = ("measured", "simulated")
@@ -80,46 +81,6 @@ STEP_COLUMNS: dict[str, str] = {
     "energy_j": "float?",
 }
 META_REQUIRED = ("schema_version", "source", "device", "freq_table_mhz", "baseline")
-
-
-@dataclass(frozen=True)
-class Knob:
-    """What a fixed-policy run sets: its runs.csv column (``name``), the meta.json key listing
-    its levels (``table_key``), its unit and a label for axes."""
-
-    name: str
-    table_key: str
-    unit: str
-    label: str
-
-    @property
-    def axis_label(self) -> str:
-        """``"GPU clock (MHz)"``: the label of an axis of levels."""
-        return f"{self.label} ({self.unit})"
-
-    @property
-    def suffix(self) -> str:
-        """The unit suffix of ``name``: ``"mhz"``, ``"w"`` (for summary keys such as ``sweet_spot_mhz``)."""
-        return self.name.rsplit("_", 1)[1]
-
-    def format(self, level: float) -> str:
-        """``"714 MHz"``, ``"150 W"``."""
-        return f"{level:g} {self.unit}"
-
-
-KNOBS: dict[str, Knob] = {
-    "gpu_freq_mhz": Knob("gpu_freq_mhz", "freq_table_mhz", "MHz", "GPU clock"),
-    "power_limit_w": Knob("power_limit_w", "power_limit_table_w", "W", "GPU power limit"),
-}
-DEFAULT_KNOB = "gpu_freq_mhz"
-
-
-def get_knob(name: str | None = None) -> Knob:
-    """The :class:`Knob` called ``name`` (``None``: the default, ``gpu_freq_mhz``)."""
-    try:
-        return KNOBS[name or DEFAULT_KNOB]
-    except KeyError:
-        raise DvfsError(f"unknown knob {name!r}; known: {', '.join(KNOBS)}") from None
 
 
 def run_columns(knob: Knob) -> dict[str, str]:
