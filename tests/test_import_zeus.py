@@ -53,7 +53,15 @@ def trace_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def imported(trace_dir, tmp_path_factory):
-    return import_zeus(trace_dir, "v100", tmp_path_factory.mktemp("out") / "v100")
+    """Every row kept (the ShuffleNet configurations were measured at 100 and 125 W only)."""
+    return import_zeus(trace_dir, "v100", tmp_path_factory.mktemp("out") / "v100", keep_incomplete=True)
+
+
+def test_configurations_without_every_limit_are_left_out_by_default(trace_dir, tmp_path):
+    ds = import_zeus(trace_dir, "v100", tmp_path / "v100")
+    assert list(ds.workloads["workload_id"]) == [SQUAD]  # the only one measured at all 7 limits
+    assert len(ds.runs) == 7 and ds.levels == [100.0, 125.0, 150.0, 175.0, 200.0, 225.0, 250.0]
+    assert ds.meta["incomplete_left_out"] == {SHUFFLE_ADADELTA: [100.0, 125.0], SHUFFLE_ADAM: [100.0, 125.0]}
 
 
 def test_meta_names_the_power_limit_knob_and_the_highest_limit_as_baseline(imported):
@@ -61,7 +69,7 @@ def test_meta_names_the_power_limit_knob_and_the_highest_limit_as_baseline(impor
     assert ds.meta["knob"] == "power_limit_w" and ds.knob.unit == "W"
     assert ds.levels == [100.0, 125.0, 150.0, 175.0, 200.0, 225.0, 250.0]  # the limits of the rows
     assert ds.baseline == "max_level" and ds.source == "measured"
-    assert ds.meta["origin"]["file"] == "summary_power_v100.csv"
+    assert ds.meta["origin"]["file"] == "summary_power_v100.csv" and ds.meta["incomplete_left_out"] == {}
 
 
 def test_energy_is_time_times_average_power(imported):
@@ -103,7 +111,7 @@ def test_workload_features_come_from_the_network_table_and_the_batch_size(import
     # one batch size per (network, dataset, optimizer) here: each is the first, so characterization
     assert set(wl["split"]) == {"characterization"}
     table = FT.feature_table(F.sweep_from_dataset(load_dataset(imported.path)))
-    assert "batch_size" in FT.usable_features(table)[0]
+    assert "batch_size" in FT.usable_features(table, FT.FEATURES + FT.EXTRA_FEATURES)[0]  # 24, 1024, 1024
 
 
 def test_every_second_batch_size_is_held_out(tmp_path):

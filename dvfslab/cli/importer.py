@@ -20,13 +20,18 @@ def register(sub) -> None:
     z.add_argument("--eval-every", type=int, default=2, metavar="N",
                    help="every N-th batch size of a (network, dataset, optimizer) goes to the evaluation split "
                         "(default 2; 0: all characterization)")
+    z.add_argument("--keep-incomplete", action="store_true",
+                   help="keep configurations not measured at every power limit (left out by default: they "
+                        "would confine the fixed-level governor to the limits they have)")
     z.set_defaults(func=run_zeus)
 
 
 def run_zeus(args) -> int:
     from dvfslab.data.zeus import import_zeus
 
-    ds = import_zeus(args.src, args.gpu, args.out, eval_every=args.eval_every)
+    ds = import_zeus(args.src, args.gpu, args.out, eval_every=args.eval_every, keep_incomplete=args.keep_incomplete)
     print(f"{ds.summary_line()}; knob {ds.knob.name}, levels {', '.join(ds.knob.format(v) for v in ds.levels)} "
           f"-> {ds.path}")
+    if ds.meta["incomplete_left_out"]:
+        print(f"left out (not measured at every limit): {', '.join(ds.meta['incomplete_left_out'])}")
     return 0

@@ -9,7 +9,11 @@ row into one fixed-policy run at that power limit:
 * ``energy_j`` = ``energy_gpu_j`` = ``time_per_epoch`` x ``average_power`` (J per epoch, GPU only:
   the authors read the card's power through NVML);
 * ``rep`` 0 (the authors measured each configuration once: the numbers are deterministic);
-* the baseline is the highest power limit (``baseline: "max_level"``, the GPU's default limit).
+* the baseline is the highest power limit (``baseline: "max_level"``, the GPU's default limit);
+* a configuration not measured at every limit of the file is left out by default (meta.json
+  ``incomplete_left_out`` lists it with the limits it has): the fixed-level governor (FFG) picks
+  among the levels every training workload was measured at, so a two-level sweep would confine it
+  to those two. ``keep_incomplete=True`` keeps them.
 
 A workload is (network, dataset, optimizer, batch size): ``model`` is the network, ``task`` the
 dataset. Its features come from :data:`NETWORKS` (a hand table, sources there) and the batch
@@ -103,6 +107,17 @@ def workload_id(network: str, dataset: str, optimizer: str, batch_size: int) -> 
     return f"{network}/{dataset}/{optimizer}/b{int(batch_size)}"
 
 
+def split_incomplete(trace: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """The rows of configurations measured at every limit of the trace, and the others as
+    ``{workload_id: [limits measured]}``."""
+    n_limits = trace["power_limit"].nunique()
+    config = ["network", "dataset", "optimizer", "batch_size"]
+    complete = trace.groupby(config)["power_limit"].transform("nunique") == n_limits
+    left_out = {workload_id(n, d, o, b): sorted(float(x) for x in g["power_limit"])
+                for (n, d, o, b), g in trace[~complete].groupby(config)}
+    return trace[complete], left_out
+
+
 def workloads_of(trace: pd.DataFrame, eval_every: int = 2) -> pd.DataFrame:
     """One ``workloads.csv`` row per (network, dataset, optimizer, batch size)."""
     configs = trace[["network", "dataset", "optimizer", "batch_size"]].drop_duplicates()
@@ -130,9 +145,10 @@ def runs_of(trace: pd.DataFrame) -> pd.DataFrame:
     }).sort_values(["workload_id", "power_limit_w"]).reset_index(drop=True)
 
 
-def meta_of(trace: pd.DataFrame, gpu: str, path: Path) -> dict:
+def meta_of(trace: pd.DataFrame, gpu: str, path: Path, left_out: dict[str, list[float]]) -> dict:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return {
+        "incomplete_left_out": left_out,
         "source": "measured", "knob": "power_limit_w",
         "power_limit_table_w": sorted(float(p) for p in trace["power_limit"].unique()),
         "baseline": "max_level",
@@ -148,8 +164,11 @@ def meta_of(trace: pd.DataFrame, gpu: str, path: Path) -> dict:
     }
 
 
-def import_zeus(src_dir: str | os.PathLike, gpu: str, out_dir: str | os.PathLike, eval_every: int = 2) -> Dataset:
+def import_zeus(src_dir: str | os.PathLike, gpu: str, out_dir: str | os.PathLike, eval_every: int = 2,
+                keep_incomplete: bool = False) -> Dataset:
     """Convert ``summary_power_<gpu>.csv`` under ``src_dir`` into a dataset at ``out_dir``."""
     path = find_trace(src_dir, gpu)
-    trace = read_trace(path)
-    return write_dataset(out_dir, meta_of(trace, gpu, path), workloads_of(trace, eval_every), runs_of(trace))
+    full = read_trace(path)
+    trace, left_out = (full, {}) if keep_incomplete else split_incomplete(full)
+    meta = meta_of(full, gpu, path, left_out)
+    return write_dataset(out_dir, meta, workloads_of(trace, eval_every), runs_of(trace))
