@@ -173,3 +173,66 @@ def test_atomic_write_uses_the_usual_file_mode(tmp_path: Path):
     finally:
         os.umask(old)
     assert (tmp_path / "meta.json").stat().st_mode & 0o777 == 0o644
+
+
+# --------------------------------------------------------------------------------------------
+# The knob (meta.json "knob"): the GPU clock by default, or a GPU power limit
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_dataset_without_knob_loads_unchanged_as_a_clock_sweep():
+    meta = json.loads((EXAMPLE / "meta.json").read_text())
+    assert "knob" not in meta  # the example predates the knob
+    ds = load_dataset(EXAMPLE)
+    assert ds.knob.name == "gpu_freq_mhz" and ds.knob.unit == "MHz"
+    assert ds.levels == ds.freq_table_mhz == [612.0, 1300.5]  # meta.json freq_table_mhz, as written
+    assert list(ds.runs.columns[:5]) == ["run_id", "workload_id", "policy", "gpu_freq_mhz", "rep"]
+
+
+def _as_power_limit(path: Path) -> None:
+    """Turn the example into a power-limit sweep: 612 -> 150 W, 1300.5 -> 250 W, MAXN runs dropped."""
+    runs = pd.read_csv(path / "runs.csv", dtype=str, keep_default_na=False)
+    runs = runs[runs["policy"] == "fixed"].rename(columns={"gpu_freq_mhz": "power_limit_w"})
+    runs["power_limit_w"] = runs["power_limit_w"].map({"612": "150", "1300.5": "250"})
+    runs.to_csv(path / "runs.csv", index=False)
+    meta = json.loads((path / "meta.json").read_text())
+    del meta["freq_table_mhz"]
+    meta.update(knob="power_limit_w", power_limit_table_w=[150, 250], baseline="max_level")
+    (path / "meta.json").write_text(json.dumps(meta))
+
+
+def test_a_power_limit_dataset_loads_with_its_levels_in_watts(example: Path):
+    _as_power_limit(example)
+    ds = load_dataset(example)
+    assert ds.knob.name == "power_limit_w" and ds.knob.axis_label == "GPU power limit (W)"
+    assert ds.levels == [150.0, 250.0]
+    assert sorted(ds.runs["power_limit_w"].unique()) == [150.0, 250.0]
+    with pytest.raises(DatasetError, match="not the GPU clock"):
+        ds.freq_table_mhz  # noqa: B018  (watts must never pass for MHz)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: edit_csv(d / "runs.csv", 1, "power_limit_w", "175"),
+         ["runs.csv", "column 'power_limit_w'", "row 1", "175 is not in meta.json power_limit_table_w (150, 250)"]),
+        (lambda d: edit_meta(d, power_limit_table_w=[]), ["meta.json", "power_limit_table_w", "(W)"]),
+        (lambda d: edit_meta(d, knob="voltage_mv"), ["meta.json", "knob 'voltage_mv' is not one of"]),
+    ],
+)
+def test_power_limit_problems_name_the_knob(example: Path, mutate, expected):
+    _as_power_limit(example)
+    mutate(example)
+    with pytest.raises(DatasetError) as err:
+        load_dataset(example)
+    for part in expected:
+        assert part in str(err.value)
+
+
+def test_a_power_limit_dataset_needs_its_table_not_the_clock_table(example: Path):
+    _as_power_limit(example)
+    meta = json.loads((example / "meta.json").read_text())
+    del meta["power_limit_table_w"]
+    (example / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="key 'power_limit_table_w' is missing"):
+        load_dataset(example)

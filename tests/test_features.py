@@ -117,7 +117,7 @@ def test_optimal_levels_by_hand(tiny):
     assert optima["paper_label"].to_dict() == {"tiny-enc/sst2": 2, "big-dec/qnli": 3, "tiny-enc/mrpc": 1}
     summary = F.characterization_summary(optima.reset_index())
     assert summary == {"sweet_spot_mhz": {"min": 510.0, "max": 714.0}, "u_shaped_fraction": pytest.approx(2 / 3),
-                       "n_workloads": 3}
+                       "n_workloads": 3, "knob": "gpu_freq_mhz", "knob_unit": "MHz"}
 
 
 def test_optimal_levels_find_the_closed_form_optimum(ds):
@@ -206,3 +206,30 @@ def test_public_face_names_the_defining_modules():
     import dvfslab.analysis as A
 
     assert A.Sweep is F.Sweep and A.feature_table is FT.feature_table and A.FEATURES == FT.FEATURES
+
+
+def test_a_feature_with_one_value_in_training_is_dropped():
+    # batch size fixed at 32 (as in a clock sweep), layers 2 / 12 / unknown: only n_layers can separate
+    train = pd.DataFrame({"batch_size": [32.0, 32.0, np.nan], "n_layers": [2.0, 12.0, np.nan]})
+    used, dropped = FT.usable_features(train, ["batch_size", "n_layers"])
+    assert used == ["n_layers"]
+    assert dropped == {"batch_size": "the same value (32) in every training workload"}
+    assert "batch_size" in FT.EXTRA_FEATURES  # in the table, used where it varies (a Zeus power-limit trace)
+
+
+def test_a_power_limit_sweep_keeps_its_knob_through_files(tmp_path):
+    runs = pd.DataFrame({"run_id": ["a", "b"], "workload_id": ["w", "w"], "policy": ["fixed", "fixed"],
+                         "power_limit_w": [100.0, 250.0], "rep": [0, 0], "time_s": [20.0, 10.0],
+                         "energy_j": [1800.0, 2000.0], "status": ["ok", "ok"]})
+    workloads = pd.DataFrame({"workload_id": ["w"], "model": ["m"], "task": ["t"], "split": ["characterization"]})
+    meta = {"source": "measured", "device": {}, "knob": "power_limit_w", "power_limit_table_w": [100, 250],
+            "baseline": "max_level"}
+    sweep = F.sweep_from_dataset(write_dataset(tmp_path / "ds", meta, workloads, runs))
+    assert sweep.knob.name == "power_limit_w"
+    assert sweep.baseline_of("w") == (2000.0, 10.0)  # the highest limit, 250 W
+    assert sweep.oracle_freq("w") == 100.0             # 1800 J < 2000 J
+    F.write_sweep(sweep, tmp_path / "out")
+    back = F.read_sweep(tmp_path / "out")
+    assert back.knob.name == "power_limit_w" and back.freq_table_mhz == (100.0, 250.0)
+    with pytest.raises(F.SweepError, match="not measured at 175 W"):
+        back.at("w", 175.0)

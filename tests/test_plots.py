@@ -98,3 +98,47 @@ def test_model_selection_figure_without_any_cv():
     assert "fewer than two training workloads" in fig.axes[0].texts[0].get_text()
     assert "SIMULATED" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_level_axes_default_to_the_gpu_clock(simulated_figs):
+    figs = simulated_figs
+    assert {a.get_xlabel() for a in figs["sweep_curves"].axes} == {"GPU level (MHz)"}
+    assert "GPU level (MHz)" in {a.get_xlabel() for a in figs["u_curves"].axes}
+    assert "vs GPU frequency" in figs["sweep_curves"]._suptitle.get_text()
+
+
+def test_a_power_limit_knob_labels_axes_titles_and_leaves_in_watts(frames):
+    from dvfslab.data.knobs import get_knob
+
+    watts = get_knob("power_limit_w")
+    f = frames
+    rel = F.long_form(F.relative_levels(f["sweep"]), ["time_rel", "energy_rel"], ["workload_id", "model", "params_m",
+                                                                                  "freq_mhz"])
+    levels = f["sweep"].levels.merge(f["sweep"].workloads[["workload_id", "model", "task"]], on="workload_id")
+    curves = P.sweep_curves(rel, False, knob=watts)
+    assert {a.get_xlabel() for a in curves.axes} == {"GPU power limit (W)"}
+    assert "vs GPU power limit" in curves._suptitle.get_text()
+    u = P.u_curves(levels, f["optima"], False, knob=watts)
+    assert "GPU power limit (W)" in {a.get_xlabel() for a in u.axes}
+    heat = P.optimal_heatmap(f["table"], False, knob=watts)
+    assert heat._suptitle.get_text() == "Energy-optimal GPU power limit"
+    assert heat.axes[1].get_ylabel() == "optimal level (W)"  # the colour bar
+    tree = {"nodes": [{"feature": "batch_size", "threshold": 64.0, "left": 1, "right": 2},
+                      {"freq_mhz": 150.0}, {"freq_mhz": 225.0}]}
+    leaves = {t.get_text() for t in P.tree_diagram(tree, False, knob=watts).axes[0].texts}
+    assert {"150 W", "225 W"} <= leaves
+    plt.close("all")
+
+
+def test_heatmap_by_batch_size_when_a_model_task_has_several_workloads():
+    import pandas as pd
+
+    # two batch sizes of one model and task, two optimizers at batch 8: cell = their median
+    table = pd.DataFrame({"model": ["net"] * 3, "task": ["data"] * 3, "params_m": [1.0] * 3,
+                          "batch_size": [8.0, 8.0, 16.0], "opt_freq_mhz": [100.0, 150.0, 200.0]})
+    fig = P.optimal_heatmap(table, False)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16"] and ax.get_xlabel() == "batch size"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["net / data"]
+    assert sorted(t.get_text() for t in ax.texts) == ["125", "200"]  # median(100, 150) = 125
+    plt.close(fig)

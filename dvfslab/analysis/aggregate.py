@@ -11,6 +11,11 @@ Everything downstream (features, model selection, governors, evaluation, plots) 
   highest level that workload was measured at;
 * ``workloads``: the dataset's ``workloads.csv``.
 
+The levels are those of the dataset's *knob* (:class:`dvfslab.data.contract.Knob`: the GPU clock
+in MHz by default, or a GPU power limit in W): the column ``freq_mhz`` and the attribute
+``freq_table_mhz`` keep their historical names (the governors and the replay read them) but hold
+the knob's level in the knob's unit; ``Sweep.knob`` says which, and figures label axes from it.
+
 The per-workload feature table built from a sweep lives in :mod:`dvfslab.analysis.features`.
 Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read back from an
 output folder (``tables/sweep_*.csv`` + ``sweep.json``) at full float precision, which is how
@@ -31,6 +36,7 @@ from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_json, atomic_write_text
 from dvfslab.core.levels import snap_mhz
 from dvfslab.data.contract import Dataset
+from dvfslab.data.knobs import DEFAULT_KNOB, Knob, get_knob
 
 MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
 
@@ -50,13 +56,16 @@ def _snap(freqs: pd.Series, table: Sequence[float]) -> pd.Series:
     return freqs.astype(float).map(snapped)
 
 
-def level_means(runs: pd.DataFrame, freq_table_mhz: Sequence[float]) -> pd.DataFrame:
-    """Means over ok repetitions of every fixed-level run, one row per (workload, level)."""
+def level_means(runs: pd.DataFrame, freq_table_mhz: Sequence[float], knob: str = DEFAULT_KNOB) -> pd.DataFrame:
+    """Means over ok repetitions of every fixed-level run, one row per (workload, level).
+
+    ``knob`` names the runs.csv column holding the level; the output column is ``freq_mhz``.
+    """
     ok = runs[(runs["status"] == "ok") & (runs["policy"] == "fixed")].copy()
     if ok.empty:
         raise SweepError("runs.csv has no status=ok run with policy=fixed: nothing to characterize "
                          "— run a sweep over the GPU levels first")
-    ok["freq_mhz"] = _snap(ok["gpu_freq_mhz"], freq_table_mhz)
+    ok["freq_mhz"] = _snap(ok[knob], freq_table_mhz)
     grouped = ok.groupby(["workload_id", "freq_mhz"], sort=True)
     out = grouped[list(MEASURES)].mean()
     out["n_ok"] = grouped.size()
@@ -76,7 +85,7 @@ def baseline_means(runs: pd.DataFrame, levels: pd.DataFrame, kind: str) -> pd.Da
         rows.append(got.reset_index())
     done = set(rows[0]["workload_id"]) if rows else set()
     top = levels[~levels["workload_id"].isin(done)].sort_values("freq_mhz").groupby("workload_id").tail(1)
-    top = top.assign(baseline="fmax")
+    top = top.assign(baseline="max_level" if kind == "max_level" else "fmax")
     rows.append(top)
     out = pd.concat(rows, ignore_index=True)
     cols = ["workload_id", "baseline", "freq_mhz", "n_ok", *MEASURES]
@@ -87,13 +96,15 @@ class Sweep:
     """Level means, baselines and workloads of one dataset, with fast per-workload lookups."""
 
     def __init__(self, levels: pd.DataFrame, baseline: pd.DataFrame, workloads: pd.DataFrame,
-                 freq_table_mhz: Sequence[float], source: str, baseline_kind: str, dataset: str = ""):
+                 freq_table_mhz: Sequence[float], source: str, baseline_kind: str, dataset: str = "",
+                 knob: str = DEFAULT_KNOB):
         self.levels = levels.sort_values(["workload_id", "freq_mhz"]).reset_index(drop=True)
         self.baseline = baseline.set_index("workload_id", drop=False)
         measured = set(self.levels["workload_id"]) & set(self.baseline.index)
         self.workloads = workloads[workloads["workload_id"].isin(measured)].reset_index(drop=True)
         self.freq_table_mhz = tuple(sorted(float(f) for f in freq_table_mhz))
         self.source, self.baseline_kind, self.dataset = source, baseline_kind, dataset
+        self.knob: Knob = get_knob(knob)
         self._base = {w: (float(e), float(t)) for w, e, t in
                       zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
         self._curves = {w: (g["freq_mhz"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
@@ -124,7 +135,7 @@ class Sweep:
         freqs, energy, time = self.curve(workload_id)
         hit = np.flatnonzero(np.isclose(freqs, float(freq_mhz), rtol=0, atol=1e-6))
         if not hit.size:
-            raise SweepError(f"workload {workload_id!r} was not measured at {freq_mhz:g} MHz")
+            raise SweepError(f"workload {workload_id!r} was not measured at {self.knob.format(float(freq_mhz))}")
         return float(energy[hit[0]]), float(time[hit[0]])
 
     def baseline_of(self, workload_id: str) -> tuple[float, float]:
@@ -145,9 +156,9 @@ def sweep_from_dataset(ds: Dataset) -> Sweep:
     if ds.meta.get("energy_measured", True) is False:
         raise SweepError(f"{ds.path}/meta.json says energy_measured: false — the analysis needs energy_j; "
                          "record the runs with a power reader (a Jetson's INA3221 rails, NVML, or the simulated board)")
-    levels = level_means(ds.runs, ds.freq_table_mhz)
+    levels = level_means(ds.runs, ds.levels, ds.knob.name)
     base = baseline_means(ds.runs, levels, ds.baseline)
-    return Sweep(levels, base, ds.workloads, ds.freq_table_mhz, ds.source, ds.baseline, str(ds.path))
+    return Sweep(levels, base, ds.workloads, ds.levels, ds.source, ds.baseline, str(ds.path), ds.knob.name)
 
 
 def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
@@ -157,7 +168,7 @@ def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
     write_table(out / "tables" / "sweep_baseline.csv", sweep.baseline.reset_index(drop=True))
     write_table(out / "tables" / "workloads.csv", sweep.workloads)
     atomic_write_json(out / "sweep.json", {"dataset": sweep.dataset, "source": sweep.source,
-                                          "baseline": sweep.baseline_kind,
+                                          "baseline": sweep.baseline_kind, "knob": sweep.knob.name,
                                           "freq_table_mhz": list(sweep.freq_table_mhz)})
 
 
@@ -171,7 +182,8 @@ def read_sweep(out_dir: str | os.PathLike) -> Sweep:
     return Sweep(read_table(out / "tables" / "sweep_levels.csv"),
                  read_table(out / "tables" / "sweep_baseline.csv"),
                  read_table(out / "tables" / "workloads.csv"),
-                 meta["freq_table_mhz"], meta["source"], meta["baseline"], meta["dataset"])
+                 meta["freq_table_mhz"], meta["source"], meta["baseline"], meta["dataset"],
+                 meta.get("knob", DEFAULT_KNOB))
 
 
 def write_table(path: str | os.PathLike, frame: pd.DataFrame) -> None:
@@ -218,10 +230,17 @@ def optimal_levels(sweep: Sweep) -> pd.DataFrame:
     return info.merge(out, on="workload_id")
 
 
-def characterization_summary(optima: pd.DataFrame) -> dict:
-    """The ``characterization`` section of summary.json, over every workload of the sweep."""
-    return {"sweet_spot_mhz": {"min": float(optima["opt_freq_mhz"].min()),
-                               "max": float(optima["opt_freq_mhz"].max())},
+def characterization_summary(optima: pd.DataFrame, knob: Knob | None = None) -> dict:
+    """The ``characterization`` section of summary.json, over every workload of the sweep.
+
+    The range of optimal levels is ``sweet_spot_mhz`` for the GPU clock (as before) and
+    ``sweet_spot_<unit>`` for another knob (``sweet_spot_w`` for a power limit); ``knob`` and
+    ``knob_unit`` name it.
+    """
+    knob = knob or get_knob()
+    return {f"sweet_spot_{knob.suffix}": {"min": float(optima["opt_freq_mhz"].min()),
+                                          "max": float(optima["opt_freq_mhz"].max())},
+            "knob": knob.name, "knob_unit": knob.unit,
             "u_shaped_fraction": float(optima["u_shaped"].mean()),
             "n_workloads": int(len(optima))}
 

@@ -19,6 +19,9 @@ from dvfslab.analysis.aggregate import Sweep, SweepError, optimal_levels
 # Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
 PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
 FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m",)
+# also in the feature table, offered by notebook 02: the batch size, fixed in a clock sweep (then
+# dropped as constant) but what varies most in a power-limit trace such as Zeus'
+EXTRA_FEATURES: tuple[str, ...] = ("batch_size",)
 SIZE_SPLIT_M = 70.0  # the paper's size groups: params > 70M vs <= 70M
 SIZE_GROUPS = ("> 70M", "<= 70M")
 
@@ -30,7 +33,8 @@ def size_group(params_m: pd.Series) -> pd.Series:
 
 
 def feature_table(sweep: Sweep) -> pd.DataFrame:
-    """One row per workload: identity, split, the features of :data:`FEATURES`, the labels.
+    """One row per workload: identity, split, the features of :data:`FEATURES` and
+    :data:`EXTRA_FEATURES`, the labels.
 
     ``gpu_util_pct`` comes from the baseline runs (what a governor can observe before it picks
     a level); ``is_decoder`` encodes ``model_type`` (NaN when unknown). Labels are those of
@@ -41,9 +45,10 @@ def feature_table(sweep: Sweep) -> pd.DataFrame:
     util = sweep.baseline["gpu_util_pct"].rename("gpu_util_pct")
     wl = wl.merge(util, left_on="workload_id", right_index=True, how="left")
     wl["size_group"] = size_group(wl["params_m"].astype(float))
-    for col in FEATURES:
+    for col in FEATURES + EXTRA_FEATURES:
         wl[col] = wl[col].astype(float)
-    keep = ["workload_id", "model", "model_family", "model_type", "task", "split", "size_group", *FEATURES]
+    keep = ["workload_id", "model", "model_family", "model_type", "task", "split", "size_group", *FEATURES,
+            *EXTRA_FEATURES]
     labels = optimal_levels(sweep).drop(columns=["model", "task", "split", "params_m"])
     return wl[keep].merge(labels, on="workload_id")
 
@@ -51,8 +56,10 @@ def feature_table(sweep: Sweep) -> pd.DataFrame:
 def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:
     """Split candidate feature columns into used ones and dropped ones with the reason.
 
-    A column is dropped when it is absent or has no value at all in ``features`` (the training
-    rows); partly missing columns are kept and imputed (median) by the models.
+    A column is dropped when it is absent, has no value at all in ``features`` (the training
+    rows), or has one and the same value in every training row that has one (it cannot separate
+    anything: e.g. the batch size of a sweep that kept it fixed); partly missing columns are kept
+    and imputed (median) by the models.
     """
     used, dropped = [], {}
     for col in candidates:
@@ -60,6 +67,8 @@ def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES
             dropped[col] = "not in the feature table"
         elif features[col].isna().all():
             dropped[col] = "no value in any training workload"
+        elif features[col].nunique(dropna=True) == 1:
+            dropped[col] = f"the same value ({features[col].dropna().iloc[0]:g}) in every training workload"
         else:
             used.append(col)
     if not used:

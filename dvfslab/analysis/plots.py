@@ -4,7 +4,8 @@ Every function returns a :class:`matplotlib.figure.Figure` and takes ``simulated
 the title says the data is simulated (the project's rule for data from the simulated board).
 The frames come from :mod:`dvfslab.analysis.aggregate`, :mod:`dvfslab.analysis.features`,
 :mod:`dvfslab.analysis.selection` and :mod:`dvfslab.analysis.replay`; the notebooks save the
-figures.
+figures. Figures with an axis of levels take ``knob`` (``Sweep.knob``; default the GPU clock in
+MHz) and label that axis, and the title, from it: a power-limit sweep reads "GPU power limit (W)".
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+
+from dvfslab.data.knobs import Knob, get_knob
 
 METRIC_LABELS = {"time_rel": "time / baseline", "power_rel": "power / baseline", "energy_rel": "energy / baseline",
                  "saving_pct": "energy saving vs baseline (%)", "slowdown_pct": "slowdown vs baseline (%)",
@@ -47,13 +50,14 @@ def _model_colors(models: Sequence[str]) -> dict[str, Any]:
     return dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
 
 
-def sweep_curves(rel: pd.DataFrame, simulated: bool) -> Figure:
+def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
     """Time, power and energy relative to the baseline vs GPU level: one panel per metric,
     one line per workload, coloured by model (ordered by size).
 
     ``rel``: long form with columns workload_id, model, params_m, freq_mhz, metric, value (see
     :func:`dvfslab.analysis.aggregate.relative_levels` and :func:`dvfslab.analysis.aggregate.long_form`).
     """
+    knob = knob or get_knob()
     sns.set_theme(style="whitegrid", context="paper")
     order = rel.sort_values(["params_m", "model"])["model"].drop_duplicates().tolist()
     colors = _model_colors(order)
@@ -65,21 +69,24 @@ def sweep_curves(rel: pd.DataFrame, simulated: bool) -> Figure:
             ax.plot(line["freq_mhz"], line["value"], color=colors[model], lw=1, alpha=0.8)
         ax.axhline(1.0, color="black", lw=0.7, ls=":")
         ax.set_title(METRIC_LABELS.get(metric, metric))
-        ax.set_xlabel("GPU level (MHz)")
+        ax.set_xlabel(knob.axis_label)
     axes[0][0].set_ylabel("relative to baseline (1 = baseline)")
     handles = [plt.Line2D([], [], color=colors[m], lw=2) for m in order]
     fig.legend(handles, order, title="model", loc="center right", fontsize=7)
-    fig.suptitle(title("Time, power and energy vs GPU frequency, one line per workload", simulated), fontsize=12)
+    fig.suptitle(title(f"Time, power and energy vs {knob.quantity}, one line per workload", simulated), fontsize=12)
     fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
     return fig
 
 
-def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wrap: int = 4) -> Figure:
+def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wrap: int = 4,
+             knob: Knob | None = None) -> Figure:
     """Energy (kJ) vs GPU level per workload, one panel per model, the optimum starred.
 
-    ``levels``: model, task, freq_mhz, energy_j; ``optima``: model, task, params_m,
+    ``levels``: model, task, freq_mhz, energy_j (and workload_id: one line per workload when a
+    model has several per task, e.g. batch sizes); ``optima``: model, task, params_m,
     opt_freq_mhz, opt_energy_j.
     """
+    lines = ["task", "workload_id"] if "workload_id" in levels else ["task"]
     sns.set_theme(style="whitegrid", context="paper")
     order = optima.sort_values(["params_m", "model"])["model"].drop_duplicates().tolist()
     tasks = list(dict.fromkeys(levels["task"]))
@@ -88,9 +95,9 @@ def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wr
     nrow = -(-len(order) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol + 1.2, 2.4 * nrow), squeeze=False)
     for ax, model in zip(axes.flat, order, strict=False):
-        for task, line in levels[levels["model"] == model].groupby("task", sort=False):
+        for key, line in levels[levels["model"] == model].groupby(lines, sort=False):
             line = line.sort_values("freq_mhz")
-            ax.plot(line["freq_mhz"], line["energy_j"] / 1e3, marker="o", ms=2.5, lw=1, color=colors[task])
+            ax.plot(line["freq_mhz"], line["energy_j"] / 1e3, marker="o", ms=2.5, lw=1, color=colors[key[0]])
         opt = optima[optima["model"] == model]
         ax.scatter(opt["opt_freq_mhz"], opt["opt_energy_j"] / 1e3, marker="*", s=90, color="black", zorder=5,
                    label="least energy")
@@ -100,7 +107,7 @@ def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wr
     for ax in axes[:, 0]:
         ax.set_ylabel("energy per run (kJ)")
     for ax in axes[-1, :]:
-        ax.set_xlabel("GPU level (MHz)")
+        ax.set_xlabel((knob or get_knob()).axis_label)
     handles = [plt.Line2D([], [], color=colors[t], marker="o", lw=1) for t in tasks]
     handles.append(plt.Line2D([], [], color="black", marker="*", ls="", ms=9))
     fig.legend(handles, tasks + ["least energy"], title="task", loc="center right", fontsize=7)
@@ -109,24 +116,38 @@ def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wr
     return fig
 
 
-def optimal_heatmap(features: pd.DataFrame, simulated: bool) -> Figure:
-    """Energy-optimal level (MHz) by model x task; models ordered by parameter count."""
+def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
+    """Energy-optimal level (in the knob's unit) by model x task; models ordered by parameter count.
+
+    When a (model, task) has several workloads (batch sizes, optimizers: a Zeus trace), the rows
+    are model / task, the columns the batch size, and a cell holds the median over the rest.
+    """
+    knob = knob or get_knob()
     sns.set_theme(style="white", context="paper")
-    order = features.sort_values(["params_m", "model"])["model"].drop_duplicates()
-    grid = features.pivot_table(index="model", columns="task", values="opt_freq_mhz", aggfunc="first").reindex(order)
+    ordered = features.sort_values(["params_m", "model"])
+    if ordered.duplicated(["model", "task"]).any():
+        ordered = ordered.assign(row=ordered["model"] + " / " + ordered["task"])
+        index, columns, agg, xlabel, note = "row", "batch_size", "median", "batch size", ", median when several"
+    else:
+        index, columns, agg, xlabel, note = "model", "task", "first", "task", ""
+    grid = ordered.pivot_table(index=index, columns=columns, values="opt_freq_mhz", aggfunc=agg)
+    grid = grid.reindex(ordered[index].drop_duplicates())
+    grid.columns = [f"{c:g}" if isinstance(c, float) else c for c in grid.columns]  # batch size 8, not 8.0
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * grid.shape[1], 1.2 + 0.4 * grid.shape[0]))
-    sns.heatmap(grid, annot=True, fmt="g", cmap="viridis", cbar_kws={"label": "optimal level (MHz)"}, ax=ax)
-    ax.set_xlabel("task")
+    sns.heatmap(grid, annot=True, fmt="g", cmap="viridis", cbar_kws={"label": f"optimal level ({knob.unit}){note}"},
+                ax=ax)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("model (by size)")
-    return _finish(fig, "Energy-optimal GPU level", simulated)
+    return _finish(fig, f"Energy-optimal {knob.label}", simulated)
 
 
-def feature_relations(long: pd.DataFrame, simulated: bool) -> Figure:
+def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
     """Optimal level vs each feature (long form: feature, value, opt_freq_mhz, model_type)."""
     sns.set_theme(style="whitegrid", context="paper")
+    long = long.assign(model_type=long["model_type"].fillna("unknown"))  # seaborn drops a NaN hue
     g = sns.relplot(data=long, x="value", y="opt_freq_mhz", col="feature", hue="model_type", col_wrap=3,
                     height=2.4, aspect=1.1, facet_kws={"sharex": False}, s=25)
-    g.set_axis_labels("feature value", "optimal level (MHz)")
+    g.set_axis_labels("feature value", f"optimal level ({(knob or get_knob()).unit})")
     g.set_titles("{col_name}")
     return _finish_grid(g, "What the optimal level depends on", simulated)
 
@@ -150,8 +171,11 @@ def cv_comparison(long: pd.DataFrame, simulated: bool) -> Figure:
     return _finish_grid(g, "Model selection: held-out accuracy and energy regret", simulated)
 
 
-def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision tree") -> Figure:
-    """Draw a dvfslab tree dict (splits as boxes, leaves as levels; left = condition true)."""
+def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision tree",
+                 knob: Knob | None = None) -> Figure:
+    """Draw a dvfslab tree dict (splits as boxes, leaves as levels in the knob's unit; left =
+    condition true)."""
+    knob = knob or get_knob()
     nodes: Sequence[Mapping[str, Any]] = tree["nodes"]
     pos: dict[int, tuple[float, int]] = {}
     leaves = [0]
@@ -174,7 +198,7 @@ def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision
             continue
         x, d = pos[i]
         if "freq_mhz" in node:
-            text, color = f"{node['freq_mhz']:g} MHz", "#d9f0d3"
+            text, color = knob.format(node["freq_mhz"]), "#d9f0d3"
         else:
             text, color = f"{node['feature']}\n<= {node['threshold']:.4g}", "#e8eef7"
             for child, lab in ((node["left"], "yes"), (node["right"], "no")):

@@ -2,7 +2,12 @@
 
 A dataset is a directory holding ``meta.json``, ``workloads.csv``, ``runs.csv`` and optionally
 ``steps.csv`` (and per-run power traces under ``samples/``). See docs/method.md and the data
-dictionary in the README. Every problem is reported as a :class:`DatasetError` naming the
+dictionary in the README.
+
+The *knob* is what a fixed-policy run sets: ``meta.json`` names it (``"knob": "gpu_freq_mhz"``,
+the default when absent, so every older dataset loads unchanged, or ``"power_limit_w"``); the
+runs.csv column holding each run's level and the meta.json key listing the levels follow it
+(:data:`KNOBS`). Every problem is reported as a :class:`DatasetError` naming the
 file, the column and the row (1-based data row; the CSV line is one more because of the
 header), so ``dvfslab validate`` can print one line and exit 2.
 """
@@ -21,10 +26,13 @@ import pandas as pd
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401  (re-exported)
+from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, Knob, get_knob  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 SOURCES = ("measured", "simulated")
-BASELINES = ("maxn", "fmax")
+# "fmax": the highest level of a clock sweep; "max_level": the highest level of any knob (a
+# power-limit sweep's default limit); both mean the same rule in the analysis
+BASELINES = ("maxn", "fmax", "max_level")
 RUN_STATUSES = ("ok", "failed")
 MODEL_TYPES = ("encoder", "decoder")
 SPLITS = ("characterization", "evaluation")
@@ -77,6 +85,11 @@ STEP_COLUMNS: dict[str, str] = {
 META_REQUIRED = ("schema_version", "source", "device", "freq_table_mhz", "baseline")
 
 
+def run_columns(knob: Knob) -> dict[str, str]:
+    """:data:`RUN_COLUMNS` with the level column named after ``knob`` (same position)."""
+    return {(knob.name if col == DEFAULT_KNOB else col): kind for col, kind in RUN_COLUMNS.items()}
+
+
 class DatasetError(DvfsError):
     """A dataset directory breaks the contract. ``str(err)`` is one line naming the place."""
 
@@ -109,8 +122,21 @@ class Dataset:
         return self.meta["source"]
 
     @property
+    def knob(self) -> Knob:
+        """What the fixed-policy runs set (meta.json ``knob``; default ``gpu_freq_mhz``)."""
+        return get_knob(self.meta.get("knob"))
+
+    @property
+    def levels(self) -> list[float]:
+        """The knob's levels, in its unit (``freq_table_mhz`` or ``power_limit_table_w``)."""
+        return [float(f) for f in self.meta[self.knob.table_key]]
+
+    @property
     def freq_table_mhz(self) -> list[float]:
-        return [float(f) for f in self.meta["freq_table_mhz"]]
+        if self.knob.name != DEFAULT_KNOB:
+            raise DatasetError(self.path / "meta.json", f"the knob is {self.knob.name}, not the GPU clock: "
+                                                        "there is no freq_table_mhz", fix="use Dataset.levels")
+        return self.levels
 
     @property
     def baseline(self) -> str:
@@ -139,7 +165,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
         raise DatasetError(root, "not a directory", fix="pass a dataset directory holding meta.json, workloads.csv and runs.csv")
     meta = _read_meta(root / "meta.json")
     workloads = _read_table(root / "workloads.csv", WORKLOAD_COLUMNS)
-    runs = _read_table(root / "runs.csv", RUN_COLUMNS, RUN_EXTRA_COLUMNS)
+    runs = _read_table(root / "runs.csv", run_columns(get_knob(meta.get("knob"))), RUN_EXTRA_COLUMNS)
     steps_path = root / "steps.csv"
     steps = _read_table(steps_path, STEP_COLUMNS) if steps_path.exists() else None
     ds = Dataset(root, meta, workloads, runs, steps)
@@ -156,9 +182,15 @@ def _read_meta(path: Path) -> dict:
         raise DatasetError(path, f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
     if not isinstance(meta, dict):
         raise DatasetError(path, "must hold a JSON object")
-    for key in META_REQUIRED:
+    knob_name = meta.get("knob", DEFAULT_KNOB)
+    if knob_name not in KNOBS:
+        raise DatasetError(path, f"knob {knob_name!r} is not one of {', '.join(KNOBS)}",
+                           fix="name the quantity the runs set, or leave 'knob' out for the GPU clock")
+    knob = KNOBS[knob_name]
+    required = tuple(knob.table_key if k == "freq_table_mhz" else k for k in META_REQUIRED)
+    for key in required:
         if key not in meta:
-            raise DatasetError(path, f"key '{key}' is missing", fix=f"required keys: {', '.join(META_REQUIRED)}")
+            raise DatasetError(path, f"key '{key}' is missing", fix=f"required keys: {', '.join(required)}")
     if meta["schema_version"] != SCHEMA_VERSION:
         raise DatasetError(path, f"unknown schema_version {meta['schema_version']!r}; this dvfslab reads version {SCHEMA_VERSION}",
                            fix="upgrade dvfslab or convert the dataset")
@@ -166,13 +198,13 @@ def _read_meta(path: Path) -> dict:
         raise DatasetError(path, f"source {meta['source']!r} is not one of {', '.join(SOURCES)}")
     if meta["baseline"] not in BASELINES:
         raise DatasetError(path, f"baseline {meta['baseline']!r} is not one of {', '.join(BASELINES)}")
-    table = meta["freq_table_mhz"]
+    table = meta[knob.table_key]
     # a dataset recorded without clock control (meta "clock_control": false, e.g. a
     # `dvfslab finetune --backend none` run) has no levels to list
     empty_ok = meta.get("clock_control") is False
     if (not isinstance(table, list) or (not table and not empty_ok)
             or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in table)):
-        raise DatasetError(path, "freq_table_mhz must be a non-empty list of positive numbers (MHz)")
+        raise DatasetError(path, f"{knob.table_key} must be a non-empty list of positive numbers ({knob.unit})")
     return meta
 
 
@@ -287,15 +319,15 @@ def _validate_measures(rpath: Path, runs: pd.DataFrame, *, energy_measured: bool
 
 
 def _validate_levels(ds: Dataset) -> None:
-    runs, rpath, table = ds.runs, ds.path / "runs.csv", ds.freq_table_mhz
+    runs, rpath, table, knob = ds.runs, ds.path / "runs.csv", ds.levels, ds.knob
     fixed = runs["policy"] == "fixed"
-    freq = runs["gpu_freq_mhz"]
-    if (row := _first(fixed & freq.isna())) is not None:
-        raise DatasetError(rpath, "a fixed-policy run needs gpu_freq_mhz", column="gpu_freq_mhz", row=row)
-    in_table = freq.apply(lambda f: any(math.isclose(f, t, abs_tol=0.5) for t in table) if pd.notna(f) else True)
+    level = runs[knob.name]
+    if (row := _first(fixed & level.isna())) is not None:
+        raise DatasetError(rpath, f"a fixed-policy run needs {knob.name}", column=knob.name, row=row)
+    in_table = level.apply(lambda f: any(math.isclose(f, t, abs_tol=0.5) for t in table) if pd.notna(f) else True)
     if (row := _first(fixed & ~in_table)) is not None:
-        raise DatasetError(rpath, f"gpu_freq_mhz {freq.iloc[row - 1]:g} is not in meta.json freq_table_mhz "
-                                  f"({', '.join(f'{t:g}' for t in table)})", column="gpu_freq_mhz", row=row)
+        raise DatasetError(rpath, f"{knob.name} {level.iloc[row - 1]:g} is not in meta.json {knob.table_key} "
+                                  f"({', '.join(f'{t:g}' for t in table)})", column=knob.name, row=row)
     if ds.meta["baseline"] == "maxn" and not (runs["policy"] == "maxn").any():
         raise DatasetError(ds.path / "meta.json", "baseline is 'maxn' but runs.csv has no policy=maxn run",
                            fix="set baseline to 'fmax' or add the MAXN runs")
@@ -366,7 +398,7 @@ def write_dataset(path: str | os.PathLike, meta: Mapping, workloads: pd.DataFram
     meta.setdefault("schema_version", SCHEMA_VERSION)
     meta.setdefault("dvfslab_version", __version__)
     atomic_write_csv(root / "workloads.csv", workloads, WORKLOAD_COLUMNS)
-    atomic_write_csv(root / "runs.csv", runs, RUN_COLUMNS)
+    atomic_write_csv(root / "runs.csv", runs, run_columns(get_knob(meta.get("knob"))))
     if steps is not None:
         atomic_write_csv(root / "steps.csv", steps, STEP_COLUMNS)
     atomic_write_json(root / "meta.json", meta)

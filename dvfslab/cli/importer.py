@@ -1,0 +1,37 @@
+"""``dvfslab import zeus-nsdi SRC_DIR --gpu GPU --out DIR``: other people's measurements as a dataset."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("import", help="convert published measurements into a dataset directory",
+                       description="Convert measurements published by others into a dataset of the dvfslab "
+                                   "contract, ready for `dvfslab validate` and `dvfslab pipeline --data`.")
+    kinds = p.add_subparsers(dest="source_kind", metavar="SOURCE", required=True)
+    z = kinds.add_parser("zeus-nsdi", help="Zeus NSDI'23 power traces (energy vs GPU power limit)",
+                         description="One dataset per GPU from summary_power_<gpu>.csv of the Zeus NSDI'23 "
+                                     "artifact (Apache-2.0): one fixed-policy run per (network, dataset, optimizer, "
+                                     "batch size, power limit); energy per epoch = time_per_epoch x average_power; "
+                                     "knob power_limit_w; baseline the highest limit.")
+    z.add_argument("src", metavar="SRC_DIR",
+                   help="folder holding summary_power_<gpu>.csv (or its trace/ subfolder, or a Zeus checkout)")
+    z.add_argument("--gpu", required=True, choices=["v100", "a40", "p100", "rtx6000"], help="which GPU's trace")
+    z.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
+    z.add_argument("--eval-every", type=int, default=2, metavar="N",
+                   help="every N-th batch size of a (network, dataset, optimizer) goes to the evaluation split "
+                        "(default 2; 0: all characterization)")
+    z.add_argument("--keep-incomplete", action="store_true",
+                   help="keep configurations not measured at every power limit (left out by default: they "
+                        "would confine the fixed-level governor to the limits they have)")
+    z.set_defaults(func=run_zeus)
+
+
+def run_zeus(args) -> int:
+    from dvfslab.data.zeus import import_zeus
+
+    ds = import_zeus(args.src, args.gpu, args.out, eval_every=args.eval_every, keep_incomplete=args.keep_incomplete)
+    print(f"{ds.summary_line()}; knob {ds.knob.name}, levels {', '.join(ds.knob.format(v) for v in ds.levels)} "
+          f"-> {ds.path}")
+    if ds.meta["incomplete_left_out"]:
+        print(f"left out (not measured at every limit): {', '.join(ds.meta['incomplete_left_out'])}")
+    return 0

@@ -1,0 +1,174 @@
+"""Import the Zeus NSDI'23 power traces into a dataset of the contract (knob: GPU power limit).
+
+Zeus (You, Chung and Chowdhury, NSDI 2023; Apache-2.0) publishes, for four datacenter GPUs, one
+row per (dataset, network, batch size, optimizer, power limit) with the time of one training
+epoch and the average GPU power over it (``summary_power_<gpu>.csv``). The importer turns each
+row into one fixed-policy run at that power limit:
+
+* ``time_s`` = ``time_per_epoch`` (s); ``avg_power_w`` = ``average_power`` (W);
+* ``energy_j`` = ``energy_gpu_j`` = ``time_per_epoch`` x ``average_power`` (J per epoch, GPU only:
+  the authors read the card's power through NVML);
+* ``rep`` 0 (the authors measured each configuration once: the numbers are deterministic);
+* the baseline is the highest power limit (``baseline: "max_level"``, the GPU's default limit);
+* a configuration not measured at every limit of the file is left out by default (meta.json
+  ``incomplete_left_out`` lists it with the limits it has): the fixed-level governor (FFG) picks
+  among the levels every training workload was measured at, so a two-level sweep would confine it
+  to those two. ``keep_incomplete=True`` keeps them.
+
+A workload is (network, dataset, optimizer, batch size): ``model`` is the network, ``task`` the
+dataset. Its features come from :data:`NETWORKS` (a hand table, sources there) and the batch
+size. Splits: within each (network, dataset, optimizer) the batch sizes in ascending order go
+alternately to ``characterization`` and ``evaluation`` (``eval_every=2``: the 2nd, 4th, ...);
+``eval_every=0`` keeps them all in ``characterization``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.data.contract import WORKLOAD_COLUMNS, Dataset, DatasetError, write_dataset
+
+GPUS: dict[str, str] = {"v100": "NVIDIA V100", "a40": "NVIDIA A40", "p100": "NVIDIA P100",
+                        "rtx6000": "NVIDIA Quadro RTX 6000"}
+TRACE_COLUMNS = ("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power")
+#: where ``summary_power_<gpu>.csv`` may sit under SRC_DIR (this repo's copy, the Zeus checkout)
+TRACE_SUBDIRS = (".", "trace", "examples/research_reproducibility/zeus_nsdi23/trace")
+
+# network -> workload features; None = not published for the variant Zeus trained (left empty,
+# the models impute it). Sources and derivations: data/external/zeus_nsdi23/SOURCE.md.
+NETWORKS: dict[str, dict] = {
+    # torchvision's shufflenet_v2_x1_0 has 2,278,604 parameters with a 1000-class head; the
+    # CIFAR-100 head (1024 -> 100) has 1024 * 900 + 900 = 922,500 fewer: 1.356 M (derived)
+    "shufflenetv2": {"model_family": "shufflenet", "model_type": None, "params_m": 1.356, "n_layers": None,
+                     "hidden_size": None},
+    # He et al. 2016, table 1 (50 weighted layers); torchvision resnet50: 25,557,032 parameters
+    "resnet50": {"model_family": "resnet", "model_type": None, "params_m": 25.557, "n_layers": 50,
+                 "hidden_size": None},
+    # Devlin et al. 2019: BERT-base, L = 12, H = 768, 110 M parameters; an encoder
+    "bert_base_uncased": {"model_family": "bert", "model_type": "encoder", "params_m": 110.0, "n_layers": 12,
+                          "hidden_size": 768},
+    # the trace does not say which DeepSpeech2 / NCF configuration was trained: no size given
+    "deepspeech2": {"model_family": "deepspeech", "model_type": None, "params_m": None, "n_layers": None,
+                    "hidden_size": None},
+    "ncf": {"model_family": "ncf", "model_type": None, "params_m": None, "n_layers": None, "hidden_size": None},
+}
+
+
+class ZeusImportError(DvfsError):
+    """The Zeus trace is missing or does not look as expected."""
+
+
+def find_trace(src_dir: str | os.PathLike, gpu: str) -> Path:
+    """``summary_power_<gpu>.csv`` under ``src_dir`` (or its ``trace/`` or the Zeus checkout path)."""
+    if gpu not in GPUS:
+        raise ZeusImportError(f"unknown GPU {gpu!r}; the Zeus NSDI'23 traces cover {', '.join(GPUS)}")
+    root = Path(src_dir)
+    for sub in TRACE_SUBDIRS:
+        path = root / sub / f"summary_power_{gpu}.csv"
+        if path.is_file():
+            return path
+    raise ZeusImportError(f"{root}: no summary_power_{gpu}.csv there nor under "
+                          f"{', '.join(TRACE_SUBDIRS[1:])}/ — pass the folder holding the Zeus power traces")
+
+
+def read_trace(path: str | os.PathLike) -> pd.DataFrame:
+    """Read one power trace; errors name the file, the column and the CSV line."""
+    path = Path(path)
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in TRACE_COLUMNS if c not in raw.columns]
+    if missing:
+        raise DatasetError(path, f"column(s) {', '.join(missing)} missing",
+                           fix=f"a Zeus power trace has {', '.join(TRACE_COLUMNS)}")
+    out = raw[list(TRACE_COLUMNS)].copy()
+    for col in ("batch_size", "power_limit", "time_per_epoch", "average_power"):
+        values = pd.to_numeric(out[col], errors="coerce")
+        bad = values.isna() | (values <= 0)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0]) + 1
+            raise DatasetError(path, f"{out[col].iloc[row - 1]!r} is not a positive number", column=col, row=row)
+        out[col] = values
+    key = ["dataset", "network", "batch_size", "optimizer", "power_limit"]
+    if (dup := out.duplicated(key)).any():
+        row = int(dup.to_numpy().nonzero()[0][0]) + 1
+        raise DatasetError(path, "the same configuration and power limit appear twice", column="power_limit", row=row)
+    unknown = sorted(set(out["network"]) - set(NETWORKS))
+    if unknown:
+        raise ZeusImportError(f"{path}: network(s) {', '.join(unknown)} are not in dvfslab.data.zeus.NETWORKS "
+                              "— add their features there")
+    return out
+
+
+def workload_id(network: str, dataset: str, optimizer: str, batch_size: int) -> str:
+    return f"{network}/{dataset}/{optimizer}/b{int(batch_size)}"
+
+
+def split_incomplete(trace: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """The rows of configurations measured at every limit of the trace, and the others as
+    ``{workload_id: [limits measured]}``."""
+    n_limits = trace["power_limit"].nunique()
+    config = ["network", "dataset", "optimizer", "batch_size"]
+    complete = trace.groupby(config)["power_limit"].transform("nunique") == n_limits
+    left_out = {workload_id(n, d, o, b): sorted(float(x) for x in g["power_limit"])
+                for (n, d, o, b), g in trace[~complete].groupby(config)}
+    return trace[complete], left_out
+
+
+def workloads_of(trace: pd.DataFrame, eval_every: int = 2) -> pd.DataFrame:
+    """One ``workloads.csv`` row per (network, dataset, optimizer, batch size)."""
+    configs = trace[["network", "dataset", "optimizer", "batch_size"]].drop_duplicates()
+    configs = configs.sort_values(["network", "dataset", "optimizer", "batch_size"])
+    rank = configs.groupby(["network", "dataset", "optimizer"]).cumcount()
+    rows = []
+    for (_, c), k in zip(configs.iterrows(), rank, strict=True):
+        held = eval_every > 0 and k % eval_every == eval_every - 1
+        rows.append({"workload_id": workload_id(c["network"], c["dataset"], c["optimizer"], c["batch_size"]),
+                     "model": c["network"], **NETWORKS[c["network"]], "task": c["dataset"],
+                     "batch_size": int(c["batch_size"]), "split": "evaluation" if held else "characterization"})
+    return pd.DataFrame(rows).reindex(columns=list(WORKLOAD_COLUMNS))
+
+
+def runs_of(trace: pd.DataFrame) -> pd.DataFrame:
+    """One fixed-policy run per trace row; energy per epoch = time x average power."""
+    wids = [workload_id(n, d, o, b) for n, d, o, b in
+            zip(trace["network"], trace["dataset"], trace["optimizer"], trace["batch_size"], strict=True)]
+    energy = trace["time_per_epoch"] * trace["average_power"]
+    return pd.DataFrame({
+        "run_id": [f"{w}@{p:g}W" for w, p in zip(wids, trace["power_limit"], strict=True)],
+        "workload_id": wids, "policy": "fixed", "power_limit_w": trace["power_limit"].astype(float), "rep": 0,
+        "time_s": trace["time_per_epoch"].to_numpy(), "energy_j": energy.to_numpy(),
+        "energy_gpu_j": energy.to_numpy(), "avg_power_w": trace["average_power"].to_numpy(), "status": "ok",
+    }).sort_values(["workload_id", "power_limit_w"]).reset_index(drop=True)
+
+
+def meta_of(trace: pd.DataFrame, gpu: str, path: Path, left_out: dict[str, list[float]]) -> dict:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {
+        "incomplete_left_out": left_out,
+        "source": "measured", "knob": "power_limit_w",
+        "power_limit_table_w": sorted(float(p) for p in trace["power_limit"].unique()),
+        "baseline": "max_level",
+        "device": {"gpu": GPUS[gpu], "simulated": False, "power": "GPU card power read through NVML"},
+        "energy": "per epoch: energy_j = time_s (time_per_epoch, s) x avg_power_w (average_power, W), GPU only",
+        "time": "time_s is the duration of one training epoch",
+        "origin": {"name": "Zeus NSDI'23 power trace", "file": path.name, "sha256": digest,
+                   "url": "https://github.com/ml-energy/zeus", "licence": "Apache-2.0",
+                   "paper": "You, Chung, Chowdhury: Zeus, USENIX NSDI 2023"},
+        "features": "params_m / n_layers / hidden_size / model_type: hand table dvfslab.data.zeus.NETWORKS; "
+                    "batch_size from the trace; gpu_util_pct and avg_seq_len not recorded",
+        "generator": "dvfslab import zeus-nsdi",
+    }
+
+
+def import_zeus(src_dir: str | os.PathLike, gpu: str, out_dir: str | os.PathLike, eval_every: int = 2,
+                keep_incomplete: bool = False) -> Dataset:
+    """Convert ``summary_power_<gpu>.csv`` under ``src_dir`` into a dataset at ``out_dir``."""
+    path = find_trace(src_dir, gpu)
+    full = read_trace(path)
+    trace, left_out = (full, {}) if keep_incomplete else split_incomplete(full)
+    meta = meta_of(full, gpu, path, left_out)
+    return write_dataset(out_dir, meta, workloads_of(trace, eval_every), runs_of(trace))

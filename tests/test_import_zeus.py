@@ -1,0 +1,158 @@
+"""`dvfslab import zeus-nsdi`: real Zeus NSDI'23 power-trace rows in, a power-limit dataset out.
+
+The rows below are copied by hand from data/external/zeus_nsdi23/summary_power_v100.csv (the
+file and line of each is given). Every expected energy is time_per_epoch x average_power worked
+out by hand (with `bc`, 6 decimals), not with the importer's code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dvfslab.analysis import aggregate as F
+from dvfslab.analysis import features as FT
+from dvfslab.cli import main
+from dvfslab.data.contract import DatasetError, load_dataset
+from dvfslab.data.zeus import ZeusImportError, import_zeus
+
+REPO_COPY = Path(__file__).resolve().parents[1] / "data" / "external" / "zeus_nsdi23"
+HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+ROWS = [
+    # summary_power_v100.csv lines 408-414: BERT-base fine-tuned on SQuAD, batch 24, AdamW
+    "squad,bert_base_uncased,24,adamw,100,3453.855,99.66284900905228",
+    "squad,bert_base_uncased,24,adamw,125,2589.6949999999997,122.8144819251004",
+    "squad,bert_base_uncased,24,adamw,150,2149.79,146.65184715482764",
+    "squad,bert_base_uncased,24,adamw,175,1944.445,170.74665862716662",
+    "squad,bert_base_uncased,24,adamw,200,1844.225,191.8274515444473",
+    "squad,bert_base_uncased,24,adamw,225,1770.29,212.17857354018864",
+    "squad,bert_base_uncased,24,adamw,250,1727.98,227.85675128318152",
+    # summary_power_v100.csv lines 2-5: ShuffleNetV2 on CIFAR-100, batch 1024, two optimizers, 100 and 125 W
+    "cifar100,shufflenetv2,1024,adadelta,100,11.276666666666666,86.86460850784009",
+    "cifar100,shufflenetv2,1024,adam,100,11.086666666666668,91.0042349567595",
+    "cifar100,shufflenetv2,1024,adadelta,125,9.216666666666667,109.29691814892352",
+    "cifar100,shufflenetv2,1024,adam,125,8.97,106.22992952119247",
+]
+# by hand: time_per_epoch (s) x average_power (W) = J per epoch
+SQUAD_ENERGY_J = {100: 344221.029364, 125: 318052.049769, 150: 315270.674495, 175: 332007.486634,
+                  200: 353772.981824, 225: 375617.606952, 250: 393731.909082}
+SQUAD = "bert_base_uncased/squad/adamw/b24"
+SHUFFLE_ADADELTA = "shufflenetv2/cifar100/adadelta/b1024"
+SHUFFLE_ADAM = "shufflenetv2/cifar100/adam/b1024"
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("zeus")
+    (src / "summary_power_v100.csv").write_text(HEADER + "\n".join(ROWS) + "\n")
+    return src
+
+
+@pytest.fixture(scope="module")
+def imported(trace_dir, tmp_path_factory):
+    """Every row kept (the ShuffleNet configurations were measured at 100 and 125 W only)."""
+    return import_zeus(trace_dir, "v100", tmp_path_factory.mktemp("out") / "v100", keep_incomplete=True)
+
+
+def test_configurations_without_every_limit_are_left_out_by_default(trace_dir, tmp_path):
+    ds = import_zeus(trace_dir, "v100", tmp_path / "v100")
+    assert list(ds.workloads["workload_id"]) == [SQUAD]  # the only one measured at all 7 limits
+    assert len(ds.runs) == 7 and ds.levels == [100.0, 125.0, 150.0, 175.0, 200.0, 225.0, 250.0]
+    assert ds.meta["incomplete_left_out"] == {SHUFFLE_ADADELTA: [100.0, 125.0], SHUFFLE_ADAM: [100.0, 125.0]}
+
+
+def test_meta_names_the_power_limit_knob_and_the_highest_limit_as_baseline(imported):
+    ds = load_dataset(imported.path)  # what was written validates
+    assert ds.meta["knob"] == "power_limit_w" and ds.knob.unit == "W"
+    assert ds.levels == [100.0, 125.0, 150.0, 175.0, 200.0, 225.0, 250.0]  # the limits of the rows
+    assert ds.baseline == "max_level" and ds.source == "measured"
+    assert ds.meta["origin"]["file"] == "summary_power_v100.csv" and ds.meta["incomplete_left_out"] == {}
+
+
+def test_energy_is_time_times_average_power(imported):
+    runs = load_dataset(imported.path).runs.set_index(["workload_id", "power_limit_w"])
+    for limit_w, energy_j in SQUAD_ENERGY_J.items():
+        run = runs.loc[(SQUAD, float(limit_w))]
+        assert run["energy_j"] == pytest.approx(energy_j, rel=2e-6)  # the CSV keeps 6 significant digits
+        assert run["energy_gpu_j"] == pytest.approx(energy_j, rel=2e-6)
+    at_150 = runs.loc[(SQUAD, 150.0)]
+    assert at_150["time_s"] == pytest.approx(2149.79, rel=2e-6)
+    assert at_150["avg_power_w"] == pytest.approx(146.651847, rel=2e-6)
+    assert runs.loc[(SHUFFLE_ADADELTA, 100.0), "energy_j"] == pytest.approx(979.543235, rel=2e-6)
+    assert runs.loc[(SHUFFLE_ADAM, 125.0), "energy_j"] == pytest.approx(952.882468, rel=2e-6)
+    assert set(runs["policy"]) == {"fixed"} and set(runs["status"]) == {"ok"} and set(runs["rep"]) == {0}
+    assert len(runs) == len(ROWS)
+
+
+def test_optimum_and_baseline_by_hand(imported):
+    optima = F.optimal_levels(F.sweep_from_dataset(load_dataset(imported.path))).set_index("workload_id")
+    # SQuAD: 344.2, 318.1, 315.3, 332.0, 353.8, 375.6, 393.7 kJ -> least at 150 W, an interior minimum
+    assert optima.loc[SQUAD, "opt_freq_mhz"] == 150.0 and optima.loc[SQUAD, "u_shaped"]
+    assert optima.loc[SQUAD, "baseline_energy_j"] == pytest.approx(393731.909, rel=2e-6)  # 250 W, the default
+    assert optima.loc[SQUAD, "oracle_saving_pct"] == pytest.approx(19.92758, abs=1e-3)  # 1 - 315270.7 / 393731.9
+    # ShuffleNet measured at 100 and 125 W only: its baseline is 125 W, its own highest limit
+    assert optima.loc[SHUFFLE_ADADELTA, "opt_freq_mhz"] == 100.0  # 979.5 J < 1007.4 J
+    assert optima.loc[SHUFFLE_ADADELTA, "oracle_saving_pct"] == pytest.approx(2.76070, abs=1e-3)
+    assert optima.loc[SHUFFLE_ADAM, "opt_freq_mhz"] == 125.0  # 1008.9 J > 952.9 J
+    assert optima.loc[SHUFFLE_ADAM, "oracle_saving_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_workload_features_come_from_the_network_table_and_the_batch_size(imported):
+    wl = load_dataset(imported.path).workloads.set_index("workload_id")
+    bert = wl.loc[SQUAD]
+    assert (bert["model"], bert["task"], bert["model_type"]) == ("bert_base_uncased", "squad", "encoder")
+    assert (bert["params_m"], bert["n_layers"], bert["hidden_size"], bert["batch_size"]) == (110.0, 12, 768, 24)
+    shuffle = wl.loc[SHUFFLE_ADAM]
+    assert shuffle["params_m"] == pytest.approx(1.356)  # (2,278,604 - 922,500) / 1e6, see SOURCE.md
+    assert shuffle["batch_size"] == 1024 and pd.isna(shuffle["model_type"])  # not an encoder / decoder
+    # one batch size per (network, dataset, optimizer) here: each is the first, so characterization
+    assert set(wl["split"]) == {"characterization"}
+    table = FT.feature_table(F.sweep_from_dataset(load_dataset(imported.path)))
+    assert "batch_size" in FT.usable_features(table, FT.FEATURES + FT.EXTRA_FEATURES)[0]  # 24, 1024, 1024
+
+
+def test_every_second_batch_size_is_held_out(tmp_path):
+    rows = [f"cifar100,shufflenetv2,{b},adam,{w},10,100" for b in (8, 16, 32, 64) for w in (100, 250)]
+    (tmp_path / "summary_power_a40.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    wl = import_zeus(tmp_path, "a40", tmp_path / "out").workloads
+    assert dict(zip(wl["batch_size"], wl["split"], strict=True)) == {
+        8: "characterization", 16: "evaluation", 32: "characterization", 64: "evaluation"}
+    every = import_zeus(tmp_path, "a40", tmp_path / "all", eval_every=0).workloads
+    assert set(every["split"]) == {"characterization"}
+
+
+def test_bad_trace_rows_name_file_column_and_line(tmp_path):
+    bad = ROWS[:2] + [ROWS[2].replace("2149.79", "n/a")]
+    (tmp_path / "summary_power_p100.csv").write_text(HEADER + "\n".join(bad) + "\n")
+    with pytest.raises(DatasetError) as err:
+        import_zeus(tmp_path, "p100", tmp_path / "out")
+    assert "summary_power_p100.csv: column 'time_per_epoch', row 3 (line 4)" in str(err.value)
+    with pytest.raises(ZeusImportError, match="no summary_power_rtx6000.csv"):
+        import_zeus(tmp_path, "rtx6000", tmp_path / "out")
+    with pytest.raises(ZeusImportError, match="unknown GPU 'h100'"):
+        import_zeus(tmp_path, "h100", tmp_path / "out")
+
+
+def test_cli_imports_the_bundled_v100_trace(tmp_path, capsys):
+    out = tmp_path / "v100"
+    assert main(["import", "zeus-nsdi", str(REPO_COPY), "--gpu", "v100", "--out", str(out)]) == 0
+    # the file has 476 data lines over 68 (network, dataset, optimizer, batch size) configurations
+    assert "ok: 68 workloads, 476 runs (measured); knob power_limit_w" in capsys.readouterr().out
+    assert main(["validate", str(out)]) == 0
+
+
+def test_pipeline_notebooks_01_to_03_run_on_an_imported_trace(imported, tmp_path):
+    from dvfslab.pipeline.runner import read_summary, run_pipeline
+
+    out = run_pipeline(imported.path, tmp_path / "run", quick=True, html=False, progress=False, log=lambda _: None,
+                       notebooks=("01_characterization", "02_feature_engineering", "03_model_selection_loocv"))
+    ch = read_summary(out)["characterization"]
+    assert (ch["knob"], ch["knob_unit"]) == ("power_limit_w", "W")
+    assert ch["sweet_spot_w"] == {"min": 100.0, "max": 150.0}  # the three optima above
+    assert "sweet_spot_mhz" not in ch and ch["power_limit_table_w"][-1] == 250.0
+    nb01 = json.loads((out / "01_characterization.ipynb").read_text())
+    printed = "".join("".join(o.get("text", "")) for c in nb01["cells"] for o in c.get("outputs", []))
+    assert "GPU power limit levels (W): 100, 125, 150, 175, 200, 225, 250" in printed
