@@ -65,7 +65,7 @@ RUN_COLUMNS: dict[str, str] = {
     "started_at": "str?",
 }
 # optional columns a writer may add (kept, typed, not required)
-RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?"}
+RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?", "energy_board_j": "float?"}
 STEP_COLUMNS: dict[str, str] = {
     "run_id": "str",
     "step": "int",
