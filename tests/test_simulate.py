@@ -217,3 +217,32 @@ def test_window_phases_lengthen_the_run_by_the_stated_amortized_work(tmp_path):
             assert phases["checkpoint"] == pytest.approx(12 / 500 * params * 12 / 200e6, rel=1e-9)
     assert ds.meta["window_phases"]["inside"] == ["evaluation", "checkpoint"]
     assert (ds.runs["energy_board_j"] > ds.runs["energy_j"]).all()  # all four rails > CPU+GPU
+
+
+def test_explain_terms_add_up_to_the_boards_energy_of_a_locked_run():
+    """``decompose`` (explain) and ``SimBoard.train`` are separate paths: on a noise-free board
+    without warm-up, CPU+GPU energy per step × steps = the locked run's energy, at every level."""
+    import dataclasses
+
+    from dvfslab.sim.explain import decompose
+    from dvfslab.sim.profiles import AGX_ORIN_64GB
+
+    quiet = dataclasses.replace(AGX_ORIN_64GB, sigma_run_cpu=0.0, sigma_run_gpu=0.0, sigma_run_power=0.0,
+                                sigma_step_cpu=0.0, first_step_extra_s=0.0)
+    rows = decompose("pythia-70m/rte", board=quiet, levels=[510.0, 1300.5], n_steps=30)
+    for row in rows:
+        board = SimBoard(quiet, seed=0)
+        board.lock(row["freq_mhz"])
+        res = board.train(SimWorkload.from_catalog("pythia-70m", "rte", window_phases=("evaluation", "checkpoint")),
+                          30, run_key="x")
+        assert row["cpu_gpu_j"] * 30 == pytest.approx(res.energy_j, rel=1e-9)
+        assert row["step_time_s"] * 30 == pytest.approx(res.time_s, rel=1e-9)
+    assert all(row[k] > 0 for row in rows for k in ("gpu_dynamic_j", "gpu_leakage_j", "cpu_j", "soc_memory_j"))
+
+
+def test_cli_explain_prints_the_decomposition(capsys):
+    assert main(["simulate", "--explain", "bert-small/rte"]) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED" in out and "<- lowest CPU+GPU" in out and "GPU dyn" in out
+    assert main(["simulate"]) == 2  # neither --out nor --explain: a clear error, exit 2
+    assert "--out DIR is required" in capsys.readouterr().err
