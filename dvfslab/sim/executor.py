@@ -9,7 +9,7 @@ import numpy as np
 
 from dvfslab.hw.base import Backend, DvfsError
 from dvfslab.sim.model import SimWorkload
-from dvfslab.sim.phases import DEFAULT_WINDOW_PHASES, check_phases
+from dvfslab.sim.phases import check_phases
 from dvfslab.sweep.executors import BaseExecutor, measurement_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,14 +35,17 @@ class SimExecutor(BaseExecutor):
     the first ``step_rows`` steps (``extras["step_rows"]``: ``time_s`` and ``energy_j`` lists, time
     from the twin, energy measured by the sampler over each step, as the fine-tuning harness does) — what ``dvfslab simulate``
     writes to ``steps.csv``. ``workloads``: ``workloads.csv`` rows to run as given (else the
-    catalog's row for each id, with ``batch_size`` / ``max_seq_len`` if set).
+    catalog's row for each id, with ``batch_size`` / ``max_seq_len`` if set). ``window_phases``:
+    the non-training phases inside each run's window (:mod:`dvfslab.sim.phases`); none by default,
+    like dvfslab's harness, which measures ``train()`` with evaluation and saving off —
+    ``dvfslab simulate`` passes its plan's (evaluation and checkpoints).
     """
 
     threaded_sampler = False
 
     def __init__(self, tick_s: float = 0.05, batch_size: int | None = None, max_seq_len: int | None = None,
                  step_rows: int = 0, workloads: Sequence[Mapping] | None = None,
-                 window_phases: Sequence[str] = DEFAULT_WINDOW_PHASES):
+                 window_phases: Sequence[str] = ()):
         self.tick_s = float(tick_s)
         self.window_phases = check_phases(window_phases)
         self.batch_size = batch_size
