@@ -12,6 +12,11 @@ Also printed: for the characterization sweep, the sampler's energy per run relat
 twin's exact integral (mean and largest deviation). Every number is from the simulated board.
 
     .venv/bin/python benchmarks/twin_sweep.py [--reps 3] [--per-tick]
+    .venv/bin/python benchmarks/twin_sweep.py --sensitivity   # docs/calibration.md, section 4
+
+``--sensitivity`` regenerates the paper grid (100 steps, 1 repetition) with one assumption of
+the calibrated profile changed at a time and prints the oracle's savings, the optimal levels and
+the paper's tree − FFG (evaluation split), all simulated.
 """
 
 from __future__ import annotations
@@ -113,5 +118,61 @@ def main() -> None:
                   f"differently; time_s identical: {bool((a['time_s'] == b['time_s']).all())})")
 
 
+# -- sensitivity of the findings to the assumptions (docs/calibration.md, section 4) ----------
+
+SENSITIVITY = {
+    "as calibrated": {},
+    "V–f slope −25 %": {"v_slope_per_mhz": 0.75 * 3.802e-4},
+    "V–f slope +25 %": {"v_slope_per_mhz": 1.25 * 3.802e-4},
+    "V_min 0.60 → 0.70 V": {"v_min": 0.70},
+    "CPU op cost ×0.5 (A78AE ratio 1.0)": {"cpu_op_us": 21.6},
+    "CPU op cost ×1.5 (A78AE ratio 3.0)": {"cpu_op_us": 64.8},
+    "matmul activity 0.85 → 0.60": {"activity_matmul": 0.60},
+    "EMC step 0.60 → 1.2 W": {"emc_w_per_ghz": 1.12},
+}
+
+
+def sensitivity(steps: int = 100, reps: int = 1, window_phases=None) -> list[dict]:
+    """Findings of the full paper grid (``steps`` steps, ``reps`` repetitions) with one profile
+    parameter changed at a time; ``window_phases=()`` is the row without phases."""
+    import dataclasses
+
+    from dvfslab.sim.findings import twin_findings
+    from dvfslab.sim.generate import make_plan, simulate_dataset
+    from dvfslab.sim.model import PROFILES
+
+    base = PROFILES["agx-orin-64gb"]
+    cases = dict(SENSITIVITY)
+    cases["no phases in the window"] = "no-phases"
+    rows = []
+    try:
+        for name, change in cases.items():
+            phases = () if change == "no-phases" else window_phases
+            PROFILES["agx-orin-64gb"] = dataclasses.replace(base, **({} if change == "no-phases" else change))
+            with tempfile.TemporaryDirectory() as tmp:
+                plan = make_plan(steps=steps, reps=reps, window_phases=phases)
+                f = twin_findings(simulate_dataset(tmp, plan, progress=False))
+            sv = f["saving_pct"]["oracle"]
+            rows.append({"change": name, "mean": sv["all"]["mean"], "min": sv["all"]["min"],
+                         "gt70m": sv["gt70m"]["mean"], "le70m": sv["le70m"]["mean"],
+                         "levels": f["optimal_level_counts"], "maxn_util": f["maxn_util_pct"],
+                         "tree_minus_ffg": f["saving_pct"]["paper_tree"]["all"]["mean"]
+                         - f["saving_pct"]["ffg"]["all"]["mean"]})
+            r = rows[-1]
+            print(f"| {name} | {r['mean']:.1f} % | {r['min']:.1f} % | {r['gt70m']:.1f} % | {r['le70m']:.1f} % | "
+                  f"{', '.join(f'{k}: {v}' for k, v in r['levels'].items())} | {r['maxn_util'][0]:.0f} % | "
+                  f"{r['tree_minus_ffg']:+.1f} |", flush=True)
+    finally:
+        PROFILES["agx-orin-64gb"] = base
+    return rows
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--sensitivity" in sys.argv:
+        print("| Change | mean | min | > 70M | ≤ 70M | optimal levels | lowest MAXN util | tree − FFG |")
+        print("|---|---|---|---|---|---|---|---|")
+        sensitivity()
+    else:
+        main()

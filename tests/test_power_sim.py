@@ -42,9 +42,9 @@ def test_idle_baseline_with_the_boards_own_advance():
         backend.board.idle(seconds, on_tick=lambda _t: sampler.sample_once(), tick_s=sampler.period_s)
 
     idle_w = sampler.measure_idle(2.0, sleep=advance)
-    # idle Orin at the governor's floor (306 MHz, V on its 0.60 V floor), by hand from
-    # docs/calibration.md: GPU rail 3 + 2·0.6³ + 35·0.6²·(306/1300.5)·0.05 W, CPU rail 1 W
-    hand_idle_w = 3.0 + 2.0 * 0.6**3 + 35.0 * 0.6**2 * (306.0 / 1300.5) * 0.05 + 1.0
+    # idle Orin, by hand from docs/calibration.md: GPU rail 2.40 W (GPU rail-gated, EMC 2133 MHz;
+    # the idle tegrastats line of a 64GB module), CPU rail 0.40 W
+    hand_idle_w = 2.40 + 0.40
     assert idle_w == pytest.approx(hand_idle_w, rel=0.005)  # 0.5 % sensor noise, averaged over 200 reads
     with sampler.window("train") as w:
         result = backend.board.train(SimWorkload.from_catalog("bert-base", "sst2"), 10,

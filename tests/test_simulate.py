@@ -152,7 +152,8 @@ def test_findings_follow_the_definitions(xavier_quick):
 
 
 def test_simulate_is_a_sweep_with_energy_read_by_the_sampler(tmp_path):
-    plan = make_plan(quick=True, seed=5, models=["bert-small", "pythia-70m"], steps=12, reps=1)
+    # no window phases here, so that the 12 steps are the whole run (phases: the test below)
+    plan = make_plan(quick=True, seed=5, models=["bert-small", "pythia-70m"], steps=12, reps=1, window_phases=())
     work = tmp_path / "work"
     ds = simulate_dataset(tmp_path / "a", plan, progress=False, work_dir=work)
     # the sweep's own directory: its plan and one record per run, in the sweep's order
@@ -191,6 +192,57 @@ def test_run_noise_is_keyed_by_the_run_not_by_the_order(xavier_quick):
         board = SimBoard("agx-xavier", plan.seed)
         board.lock(row.gpu_freq_mhz)
         model, task = row.workload_id.split("/")
-        twin = board.train(SimWorkload.from_catalog(model, task), plan.steps,
+        twin = board.train(SimWorkload.from_catalog(model, task, window_phases=plan.window_phases), plan.steps,
                            run_key=f"fixed/{format_mhz(row.gpu_freq_mhz)}/{row.rep}")
         assert row.time_s == pytest.approx(twin.time_s, rel=1e-5)  # runs.csv keeps 6 digits
+
+
+def test_window_phases_lengthen_the_run_by_the_stated_amortized_work(tmp_path):
+    """With evaluation and checkpoints in the window (the default), a run is its training steps
+    plus the phases; the checkpoint of bert-small (29.1 M parameters × 12 B at 200 MB/s, one
+    save per 500 steps, amortized over 12 steps) lasts 12/500 · 29.1e6·12/200e6 s."""
+    plan = make_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
+    assert plan.window_phases == ("evaluation", "checkpoint")
+    work = tmp_path / "work"
+    ds = simulate_dataset(tmp_path / "a", plan, progress=False, work_dir=work)
+    stored = json.loads((work / "plan.json").read_text())
+    records = [json.loads((work / "runs" / f"{rid}.json").read_text()) for rid in stored["run_ids"]]
+    params = ds.workloads.set_index("workload_id").loc["bert-small/mrpc", "params_m"] * 1e6
+    for rec in records:
+        twin = rec["extras"]["twin"]
+        phases = twin["phase_time_s"]
+        assert set(phases) == {"train", "evaluation", "checkpoint"}
+        assert sum(phases.values()) == pytest.approx(twin["time_s"], rel=1e-9)
+        if rec["row"]["workload_id"] == "bert-small/mrpc":
+            assert phases["checkpoint"] == pytest.approx(12 / 500 * params * 12 / 200e6, rel=1e-9)
+    assert ds.meta["window_phases"]["inside"] == ["evaluation", "checkpoint"]
+    assert (ds.runs["energy_board_j"] > ds.runs["energy_j"]).all()  # all four rails > CPU+GPU
+
+
+def test_explain_terms_add_up_to_the_boards_energy_of_a_locked_run():
+    """``decompose`` (explain) and ``SimBoard.train`` are separate paths: on a noise-free board
+    without warm-up, CPU+GPU energy per step × steps = the locked run's energy, at every level."""
+    import dataclasses
+
+    from dvfslab.sim.explain import decompose
+    from dvfslab.sim.profiles import AGX_ORIN_64GB
+
+    quiet = dataclasses.replace(AGX_ORIN_64GB, sigma_run_cpu=0.0, sigma_run_gpu=0.0, sigma_run_power=0.0,
+                                sigma_step_cpu=0.0, first_step_extra_s=0.0)
+    rows = decompose("pythia-70m/rte", board=quiet, levels=[510.0, 1300.5], n_steps=30)
+    for row in rows:
+        board = SimBoard(quiet, seed=0)
+        board.lock(row["freq_mhz"])
+        res = board.train(SimWorkload.from_catalog("pythia-70m", "rte", window_phases=("evaluation", "checkpoint")),
+                          30, run_key="x")
+        assert row["cpu_gpu_j"] * 30 == pytest.approx(res.energy_j, rel=1e-9)
+        assert row["step_time_s"] * 30 == pytest.approx(res.time_s, rel=1e-9)
+    assert all(row[k] > 0 for row in rows for k in ("gpu_dynamic_j", "gpu_leakage_j", "cpu_j", "soc_memory_j"))
+
+
+def test_cli_explain_prints_the_decomposition(capsys):
+    assert main(["simulate", "--explain", "bert-small/rte"]) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED" in out and "<- lowest CPU+GPU" in out and "GPU dyn" in out
+    assert main(["simulate"]) == 2  # neither --out nor --explain: a clear error, exit 2
+    assert "--out DIR is required" in capsys.readouterr().err

@@ -74,8 +74,10 @@ RUN_COLUMNS: dict[str, str] = {
 }
 # optional columns a writer may add (kept, typed, not required). ``board_id``: the board a run
 # ran on (sweeps record it; a fleet sweep's dataset holds several boards, each described under
-# meta.json "boards"); datasets without the column still load.
-RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?", "board_id": "str?"}
+# meta.json "boards"); ``energy_board_j``: the energy of every rail of the board (on AGX Orin
+# VDD_GPU_SOC + VDD_CPU_CV + VIN_SYS_5V0 + VDDQ_VDD2_1V8AO) beside the CPU+GPU ``energy_j``.
+# Datasets without these columns still load.
+RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?", "board_id": "str?", "energy_board_j": "float?"}
 STEP_COLUMNS: dict[str, str] = {
     "run_id": "str",
     "step": "int",

@@ -121,9 +121,12 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
     directory. Clocks are restored whatever happens.
     """
     _check_args(steps, epochs, batch_size, max_seq_len, warmup_steps)
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
     p = _prepare(model_name_or_config, task, random_init=random_init, model_label=model_label,
                  data_dir=data_dir, n_train=n_train, n_eval=n_eval, seed=seed, tokenizer=tokenizer,
                  max_seq_len=max_seq_len)
+    phases["tokenization"] = time.perf_counter() - t0
     backend, opened = _open_backend(backend, sysfs_root)
     with contextlib.ExitStack() as stack:
         if opened:
@@ -141,6 +144,10 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
                                   logging_steps=logging_steps, progress=progress, extra=trainer_kwargs)
         context = rec.RunContext(source=p.source, spec=p.spec, task=p.task, backend=backend, cb=cb,
                                  workload=workload, policy=policy, seed=seed, out_dir=out_dir)
+        t0 = time.perf_counter()
         train_out = _train(trainer, cb, context, save_samples, batch_size, max_seq_len)
+        phases["training"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         metrics = hf.evaluate(trainer, p.tokenized["validation"], p.spec)
-        return rec.record_success(context, trainer, train_out, metrics, record_steps, save_samples)
+        phases["evaluation"] = time.perf_counter() - t0
+        return rec.record_success(context, trainer, train_out, metrics, record_steps, save_samples, phases)

@@ -109,18 +109,24 @@ def _save_samples(ctx: RunContext, out: Path | None, extra: Mapping) -> Path | N
 
 
 def record_success(ctx: RunContext, trainer, train_out, metrics: Mapping, record_steps: bool,
-                   save_samples: bool) -> FinetuneResult:
-    """Assemble the run row; append it (and steps, samples) to ``ctx.out_dir`` when given."""
+                   save_samples: bool, phases_s: Mapping | None = None) -> FinetuneResult:
+    """Assemble the run row; append it (and steps, samples) to ``ctx.out_dir`` when given.
+
+    ``phases_s``: wall seconds of the non-training phases and of ``train()`` (tokenization,
+    training, evaluation), kept in the result and the samples file, not in the energy window.
+    """
     row = _run_row(ctx, "ok", metrics.get("metric"))
     row["train_loss"] = float(train_out.training_loss)
     steps = ctx.cb.step_rows(ctx.run_id) if record_steps else []
     out = Path(ctx.out_dir) if ctx.out_dir is not None else None
-    samples = _save_samples(ctx, out, {"metrics": dict(metrics)}) if save_samples else None
+    phases = {k: float(v) for k, v in (phases_s or {}).items()}
+    samples = _save_samples(ctx, out, {"metrics": dict(metrics), "phases_s": phases}) if save_samples else None
     if out is not None:
         row["rep"] = append_run(out, ctx, row, steps)
     return FinetuneResult(run=row, workload=ctx.workload, metrics=dict(metrics), steps=steps,
                           epochs=[m for m in ctx.cb.epochs if m is not None], measurement=ctx.cb.measurement,
-                          log_history=list(trainer.state.log_history), dataset_dir=out, samples_path=samples)
+                          log_history=list(trainer.state.log_history), dataset_dir=out, samples_path=samples,
+                          phases_s=phases)
 
 
 def record_failure(ctx: RunContext, err: BaseException, save_samples: bool) -> None:

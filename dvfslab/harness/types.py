@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dvfslab.core.errors import DvfsError
@@ -46,3 +46,6 @@ class FinetuneResult:
     log_history: list[dict]
     dataset_dir: Path | None = None
     samples_path: Path | None = None
+    # wall seconds of the run's phases, recorded separately: "tokenization" (data loading and
+    # tokenizing, before train()), "training" (train(), the measured window), "evaluation" (after it)
+    phases_s: dict = field(default_factory=dict)

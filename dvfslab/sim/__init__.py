@@ -1,7 +1,11 @@
 """The digital twin of the Jetson: a simulated board on a virtual clock. Everything it yields is
 simulated, not measured.
 
-* :mod:`dvfslab.sim.model` — physics: board profiles, step time, rail power (pure functions);
+* :mod:`dvfslab.sim.profiles` — board profiles: every parameter (sources in docs/calibration.md);
+* :mod:`dvfslab.sim.model` — physics: step time, memory clock, rail power (pure functions);
+* :mod:`dvfslab.sim.phases` — evaluation and checkpoints inside a run's measured window;
+* :mod:`dvfslab.sim.explain` — energy per step by term (``dvfslab simulate --explain``);
+* :mod:`dvfslab.sim.validation` — real readings the twin is checked against (none set a parameter);
 * :mod:`dvfslab.sim.board` — :class:`SimBoard`, which steps a profile through training and idle
   on a :class:`~dvfslab.sim.clock.VirtualClock` with a :class:`~dvfslab.sim.thermal.ThermalModel`
   and the emulated ``nvhost_podgov`` (:mod:`dvfslab.sim.podgov`);

@@ -42,6 +42,7 @@ from dvfslab.sim.model import (
     idle_power_w,
     step_table,
 )
+from dvfslab.sim.phases import phase_table
 from dvfslab.sim.podgov import PodGovernor
 from dvfslab.sim.thermal import ThermalModel
 
@@ -68,10 +69,19 @@ class TrainResult:
     step_busy_s: np.ndarray
     step_freq_mhz: np.ndarray  # time-weighted mean clock of each step
     peak_power_w: float  # highest step-mean CPU+GPU power
+    phase: np.ndarray | None = None  # per row: "train", or a window phase ("evaluation", "checkpoint")
 
     @property
     def steps(self) -> int:
-        return int(self.step_time_s.size)
+        """Training steps (the rows after them are the window's non-training phases)."""
+        if self.phase is None:
+            return int(self.step_time_s.size)
+        return int((self.phase == "train").sum())
+
+    def phase_time_s(self) -> dict[str, float]:
+        """Seconds per phase of the run (``train`` and each window phase)."""
+        phase = self.phase if self.phase is not None else np.full(self.step_time_s.size, "train", dtype=object)
+        return {str(p): float(self.step_time_s[phase == p].sum()) for p in dict.fromkeys(phase.tolist())}
 
     @property
     def step_energy_j(self) -> np.ndarray:
@@ -251,7 +261,8 @@ class SimBoard:
             on_ticks(_states_at_ticks(segments, tick_times(t0, self.clock.t_s, tick_s)))
         self._set_idle_state()
         peak = float(((e_gpu + e_cpu) / step_t).max())
-        return TrainResult(wl.workload_id, run_key, t0, self.clock.t_s, step_t, e_gpu, e_cpu, busy, freq, peak)
+        return TrainResult(wl.workload_id, run_key, t0, self.clock.t_s, step_t, e_gpu, e_cpu, busy, freq, peak,
+                           table.phase)
 
     def _table(self, wl: SimWorkload, n_steps: int, run_key: str) -> StepTable:
         data_rng = np.random.default_rng(np.random.SeedSequence(stable_seed(self.seed, wl.workload_id, "data")))
@@ -261,8 +272,11 @@ class SimBoard:
         cpu_run, gpu_run, power_run = np.exp(run_rng.normal(0.0, [p.sigma_run_cpu, p.sigma_run_gpu, p.sigma_run_power]))
         cpu_scale = cpu_run * np.exp(run_rng.normal(0.0, p.sigma_step_cpu, size=n_steps))
         freqs = [self._locked] if self._locked is not None else self.governor.levels
-        return step_table(p, wl, seq, freqs, mode=self.mode, cpu_scale=cpu_scale, gpu_scale=gpu_run,
-                          power_scale=power_run)
+        table = step_table(p, wl, seq, freqs, mode=self.mode, cpu_scale=cpu_scale, gpu_scale=gpu_run,
+                           power_scale=power_run)
+        extra = phase_table(p, wl, n_steps, data_rng, freqs, mode=self.mode, cpu_scale=cpu_run, gpu_scale=gpu_run,
+                            power_scale=power_run)
+        return table if extra is None else table.concat(extra)
 
     def _train_fixed(self, table: StepTable):
         """A locked run without per-tick calls: closed form per step, no event loop."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from dvfslab.hw.base import Backend, DvfsError
 from dvfslab.sim.model import SimWorkload
+from dvfslab.sim.phases import check_phases
 from dvfslab.sweep.executors import BaseExecutor, measurement_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,18 +35,24 @@ class SimExecutor(BaseExecutor):
     the first ``step_rows`` steps (``extras["step_rows"]``: ``time_s`` and ``energy_j`` lists, time
     from the twin, energy measured by the sampler over each step, as the fine-tuning harness does) — what ``dvfslab simulate``
     writes to ``steps.csv``. ``workloads``: ``workloads.csv`` rows to run as given (else the
-    catalog's row for each id, with ``batch_size`` / ``max_seq_len`` if set).
+    catalog's row for each id, with ``batch_size`` / ``max_seq_len`` if set). ``window_phases``:
+    the non-training phases inside each run's window (:mod:`dvfslab.sim.phases`); none by default,
+    like dvfslab's harness, which measures ``train()`` with evaluation and saving off —
+    ``dvfslab simulate`` passes its plan's (evaluation and checkpoints).
     """
 
     threaded_sampler = False
 
     def __init__(self, tick_s: float = 0.05, batch_size: int | None = None, max_seq_len: int | None = None,
-                 step_rows: int = 0, workloads: Sequence[Mapping] | None = None):
+                 step_rows: int = 0, workloads: Sequence[Mapping] | None = None,
+                 window_phases: Sequence[str] = ()):
         self.tick_s = float(tick_s)
+        self.window_phases = check_phases(window_phases)
         self.batch_size = batch_size
         self.max_seq_len = max_seq_len
         self.step_rows = int(step_rows)
-        self._workloads: dict = {r["workload_id"]: SimWorkload.from_row(r) for r in workloads or ()}
+        self._workloads: dict = {r["workload_id"]: SimWorkload.from_row(r, window_phases=self.window_phases)
+                                     for r in workloads or ()}
 
     @staticmethod
     def _board(backend: Backend):
@@ -78,7 +85,7 @@ class SimExecutor(BaseExecutor):
                                 "the simulated board only runs catalog workloads")
             row.update({k: v for k, v in (("batch_size", self.batch_size), ("max_seq_len", self.max_seq_len))
                         if v is not None})
-            self._workloads[workload_id] = SimWorkload.from_row(row)
+            self._workloads[workload_id] = SimWorkload.from_row(row, window_phases=self.window_phases)
         return self._workloads[workload_id]
 
     def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
@@ -99,9 +106,11 @@ class SimExecutor(BaseExecutor):
             finally:
                 m = sampler.end_window(spec.run_id)
             row = measurement_row(m, sampler.total_rails, spec.steps)
+            row["energy_board_j"] = float(sum(m.energy_by_rail_j.values()))
         twin = {"time_s": res.time_s, "energy_j": res.energy_j, "energy_gpu_j": res.energy_gpu_j,
                 "energy_cpu_j": res.energy_cpu_j, "gpu_util_pct": res.gpu_util_pct,
-                "mean_gpu_freq_mhz": res.mean_gpu_freq_mhz, "run_key": key}
+                "mean_gpu_freq_mhz": res.mean_gpu_freq_mhz, "run_key": key,
+                "phase_time_s": res.phase_time_s()}
         for col in ("gpu_util_pct", "mean_gpu_freq_mhz"):
             if row.get(col) is None:
                 row[col] = twin[col]

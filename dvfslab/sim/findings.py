@@ -135,3 +135,15 @@ def findings_markdown(ds: Dataset) -> str:
     lines = ["| Finding | Paper (measured, AGX Orin 64GB) | Twin (bundled data, **simulated**) |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return "\n".join(lines) + "\n"
+
+
+def board_total_view(ds: Dataset) -> Dataset:
+    """The same dataset with ``energy_j`` (and ``avg_power_w``) taken from all four rails
+    (``energy_board_j``) instead of the paper's CPU+GPU total: how the findings change with
+    the board total. Needs the ``energy_board_j`` column (datasets from twin_version 3)."""
+    if "energy_board_j" not in ds.runs.columns or ds.runs["energy_board_j"].isna().all():
+        raise ValueError(f"{ds.path}: runs.csv has no energy_board_j column (regenerate with dvfslab simulate)")
+    runs = ds.runs.copy()
+    runs["energy_j"] = runs["energy_board_j"]
+    runs["avg_power_w"] = runs["energy_j"] / runs["time_s"]
+    return Dataset(ds.path, ds.meta, ds.workloads, runs, ds.steps)
