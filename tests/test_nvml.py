@@ -124,8 +124,8 @@ def test_an_idle_gpu_below_the_lock_is_unverified_not_failed(monkeypatch):
     clocks.sleep = no_sleep
     st = clocks.lock(1410)  # no error: the clock rises when work arrives
     assert st.cur_freq_mhz == 210.0 and mod.fake_gpus[0].locked_mhz == (1410, 1410)
-    assert clocks.last_check.status == "idle" and clocks.last_check.reasons == ("GPU idle",)
-    assert "unverified" in clocks.last_check.message()
+    assert clocks.last_lock_check.status == "idle" and clocks.last_lock_check.reasons == ("GPU idle",)
+    assert "unverified" in clocks.last_lock_check.message()
     mod.fake_gpus[0].util_pct = 80
     from dvfslab.hw.nvml import verify_locked_clock
     check = verify_locked_clock(clocks.s.handle, 1410.0, clocks.levels_mhz(), mod, sleep=no_sleep)
@@ -266,3 +266,41 @@ def test_auto_falls_back_to_nvml_when_no_jetson(nvml, tmp_path):
     assert be.name == "nvml" and be.description["gpu"] == "NVIDIA A100-SXM4-40GB"
     assert be.description["energy_source"] == "energy-counter"
     assert be.simulated is False and be.virtual_time is False
+
+
+def test_the_sampler_takes_a_windows_energy_from_the_counter(monkeypatch):
+    """The PowerSampler uses the counter at its window edges. Window 100.05 .. 103.05 s, one
+    sample at each edge (100 W, then 300 W after the step at 102 s): the trapezoid of the samples
+    says (100 + 300) / 2 x 3 s = 600 J; the counter (refreshed every 0.1 s) says 2 s x 100 W +
+    1 s x 300 W = 500 J, and that is what the window reports, labelled."""
+    from dvfslab.measure.sampler import PowerSampler
+    clock = ManualClock()
+    mod = install(monkeypatch, [h100(power_mw=100_000.0, energy_update_s=0.1)], clock=clock)
+    reader = NvmlPowerReader(clock=clock)
+    sampler = PowerSampler(reader, period_s=0.5, clock=clock, threaded=False).start()
+    clock.t = 100.05
+    sampler.begin_window("w")
+    clock.t = 102.0
+    mod.set_power(0, 300_000.0)
+    clock.t = 103.05
+    m = sampler.end_window("w")
+    assert m.energy_source == "energy-counter" and m.n_samples == 2
+    assert m.energy_j == pytest.approx(500.0) and m.energy_by_rail_j == {"GPU": pytest.approx(500.0)}
+    assert m.avg_power_w == pytest.approx(500.0 / 3.0)
+    assert sampler.measure(100.05, 103.05).energy_j == pytest.approx(600.0)  # the samples alone
+
+
+def test_without_a_counter_the_sampler_labels_what_its_samples_are(monkeypatch):
+    """No energy counter: the window is the trapezoid of the instant samples, 600 J, labelled."""
+    from dvfslab.measure.sampler import PowerSampler
+    clock = ManualClock()
+    mod = install(monkeypatch, [h100(power_mw=100_000.0, supports_energy=False)], clock=clock)
+    reader = NvmlPowerReader(clock=clock)
+    sampler = PowerSampler(reader, period_s=0.5, clock=clock, threaded=False).start()
+    clock.t = 100.05
+    sampler.begin_window("w")
+    clock.t = 102.0
+    mod.set_power(0, 300_000.0)
+    clock.t = 103.05
+    m = sampler.end_window("w")
+    assert m.energy_source == "instant" and m.energy_j == pytest.approx(600.0)

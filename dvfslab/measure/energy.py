@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -188,6 +188,10 @@ class Measurement:
     sampling rate inside the window; ``n_lost`` counts reads that failed inside the window.
     ``idle_power_w``/``energy_above_idle_j`` are set when the sampler knows its idle power;
     ``gpu_util_pct``/``gpu_freq_mhz`` are time-weighted means when the samples carry them.
+    ``energy_source``: ``"sampled"`` (the trapezoid of the rail samples, the default), the
+    reader's ``power_source`` when it names what its samples are (NVML: ``"instant"`` or
+    ``"average-1s"``), or ``"energy-counter"`` when the energy is the difference of the
+    reader's energy counter at the window's edges (NVML, Volta and newer).
     """
 
     name: str
@@ -205,6 +209,7 @@ class Measurement:
     energy_above_idle_j: float | None = None
     gpu_util_pct: float | None = None
     gpu_freq_mhz: float | None = None
+    energy_source: str = "sampled"
 
     def to_dict(self) -> dict:
         """Plain dict (``energy_by_rail_j`` stays a nested dict)."""
@@ -262,3 +267,22 @@ def measure_window(
         gpu_util_pct=_time_mean(t, samples.gpu_util_pct, t0_s, t1_s),
         gpu_freq_mhz=_time_mean(t, samples.gpu_freq_mhz, t0_s, t1_s),
     )
+
+
+def with_counter_energy(m: Measurement, energy_j: float) -> Measurement:
+    """``m`` with its energy taken from an energy counter read at the window's edges.
+
+    The counter measures what the rail samples only approximate, so it replaces ``energy_j``;
+    power and energy above idle follow from it, and the per-rail energies are scaled by the same
+    factor (NVML has one rail, so its rail energy is the counter's). Time, samples, utilization
+    and clock stay as sampled.
+    """
+    scale = energy_j / m.energy_j if m.energy_j > 0 else None
+    by_rail = {r: e * scale for r, e in m.energy_by_rail_j.items()} if scale is not None else dict(m.energy_by_rail_j)
+    if scale is None and len(by_rail) == 1:
+        by_rail = {next(iter(by_rail)): energy_j}
+    above = None if m.idle_power_w is None else energy_j - m.idle_power_w * m.time_s
+    return replace(m, energy_j=energy_j, energy_by_rail_j=by_rail,
+                   avg_power_w=energy_j / m.time_s if m.time_s > 0 else math.nan,
+                   energy_above_idle_j=above, energy_source="energy-counter")
+

@@ -21,13 +21,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dvfslab.hw.base import PowerReader, PowerSample
-from dvfslab.measure.energy import Measurement, SampleArrays, measure_window
+from dvfslab.hw.nvml_power import CounterReading, counter_energy_j
+from dvfslab.measure.energy import Measurement, SampleArrays, measure_window, with_counter_energy
 from dvfslab.measure.loop import (
     DEFAULT_PERIOD_S,
     ReadCost,
@@ -91,6 +93,9 @@ class PowerSampler:
         self._store = SampleStore(self.rails)
         self.read_cost = ReadCost()
         self._windows = WindowBook()
+        # a reader with an energy counter (NVML, Volta+) gives window energy as a counter delta
+        self._counter = reader.counter if getattr(reader, "energy_source", None) == "energy-counter" else None
+        self._counter_at: dict[str, CounterReading] = {}
         self._running = False
         self._stop_event = threading.Event()
         self._tick_wait = tick_wait or stop_event_wait(self._stop_event)
@@ -209,6 +214,8 @@ class PowerSampler:
             self.sample_once()
         t0 = self.clock()
         self._windows.begin(name, t0)
+        if self._counter is not None:
+            self._counter_at[name] = self._counter()
         return t0
 
     def end_window(self, name: str) -> Measurement:
@@ -225,7 +232,9 @@ class PowerSampler:
         if self.edge_samples:
             self.sample_once()
         t0 = self._windows.end(name)
-        return self.measure(t0, t1, name=name)
+        m = self.measure(t0, t1, name=name)
+        start = self._counter_at.pop(name, None)
+        return m if start is None else with_counter_energy(m, counter_energy_j(start, self._counter()))
 
     @contextlib.contextmanager
     def window(self, name: str) -> Iterator[WindowResult]:
@@ -240,8 +249,10 @@ class PowerSampler:
     def measure(self, t0_s: float, t1_s: float, name: str = "") -> Measurement:
         """Measurement over any interval of the stored samples (no window bookkeeping)."""
         arrays = self._store.arrays(t0_s, t1_s)
-        return measure_window(arrays, t0_s, t1_s, self.total_rails, name=name,
-                              idle_power_w=self.idle_power_w)
+        m = measure_window(arrays, t0_s, t1_s, self.total_rails, name=name,
+                           idle_power_w=self.idle_power_w)
+        source = getattr(self.reader, "power_source", None)
+        return replace(m, energy_source=source) if isinstance(source, str) else m
 
     def measure_idle(self, seconds: float, sleep: Callable[[float], None] | None = None) -> float:
         """Measure idle CPU+GPU power (W) over ``seconds``; later windows report energy above it.
