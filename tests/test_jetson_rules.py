@@ -7,6 +7,7 @@ expected numbers come from that dump or from the level table, never from the cod
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,24 @@ def test_power_mode_ok_accepts_another_mode_but_not_jetson_clocks(orin_jp6, tmp_
     orin_jp6.run_jetson_clocks()
     rc, err = sweep(capsys, orin_jp6, tmp_path / "again", "--power-mode-ok")
     assert rc == 2 and "min_freq = max_freq = 816 MHz" in err
+
+
+def _run_records(out) -> dict:
+    return {r["row"]["policy"]: r for r in (json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json")))}
+
+
+@pytest.mark.parametrize("bpmp, measured, verified", [(True, 612.0, True), (False, None, False)])
+def test_each_fixed_run_records_what_the_bpmp_counter_measured(orin_jp6, tmp_path, capsys, sweep_env,
+                                                               bpmp, measured, verified):
+    """Rule 3 in the data: cur_freq is the request, so every fixed run keeps the lock check
+    (the counter's clock, or "unverified" without the counter); MAXN runs lock nothing."""
+    orin_jp6.set_bpmp_readable(bpmp)
+    rc, err = sweep(capsys, orin_jp6, tmp_path)
+    assert rc == 0, err
+    recs = _run_records(tmp_path / "sw")
+    check = recs["fixed"]["extras"]["lock_check"]
+    assert (check["requested_mhz"], check["measured_mhz"], check["verified"]) == (612.0, measured, verified)
+    assert "lock_check" not in recs["maxn"]["extras"]
 
 
 # -- 11. JetPack 6 (R36.4): the GPU is platform/17000000.gpu; found through sys/class/devfreq ---

@@ -67,7 +67,7 @@ def check_lock(clocks: NvmlClocks) -> Check:
     try:
         for f in targets:
             clocks.lock(f)
-            checks.append(clocks.last_check)
+            checks.append(clocks.last_lock_check)
     except ClockPermissionError as err:
         return Check("lock", "fail", str(err), "run the doctor and the sweep as root (sudo)")
     except DvfsError as err:

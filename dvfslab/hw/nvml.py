@@ -149,6 +149,24 @@ class LockCheck:
     def ok(self) -> bool:
         return self.status == "verified"
 
+    # the fields of the Jetson backend's check (hw.jetson.bpmp.LockCheck), so a sweep records
+    # either the same way
+    @property
+    def requested_mhz(self) -> float:
+        return self.target_mhz
+
+    @property
+    def measured_mhz(self) -> float:
+        return self.actual_mhz
+
+    @property
+    def verified(self) -> bool:
+        return self.ok
+
+    @property
+    def why(self) -> str:
+        return self.message()
+
     def message(self) -> str:
         why = ", ".join(self.reasons) if self.reasons else "no reason reported"
         head = f"graphics clock {self.actual_mhz:g} MHz after locking {self.target_mhz:g} MHz"
@@ -204,7 +222,7 @@ class NvmlClocks:
         self.s = session or _Nvml(index)
         self.sleep = sleep
         self._locked_mhz: float | None = None
-        self.last_check: LockCheck | None = None
+        self.last_lock_check: LockCheck | None = None
         with self.s.call("supported clocks", BackendUnavailableError):
             mem = max(self.s.nvml.nvmlDeviceGetSupportedMemoryClocks(self.s.handle))
             clocks = self.s.nvml.nvmlDeviceGetSupportedGraphicsClocks(self.s.handle, mem)
@@ -224,7 +242,7 @@ class NvmlClocks:
     def lock(self, freq_mhz: float, nearest: bool = False) -> ClockState:
         """Lock one level and read the clock back. A GPU held below the level (power or
         thermal cap) or above it gets its clocks reset and :class:`FrequencyCappedError`; an
-        idle GPU below the level keeps the lock, logged as unverified (``last_check``)."""
+        idle GPU below the level keeps the lock, logged as unverified (``last_lock_check``)."""
         level = check_level(freq_mhz, self._levels, nearest=nearest)
         with self.s.call(f"lock graphics clock at {level:g} MHz"):
             self.s.nvml.nvmlDeviceSetGpuLockedClocks(self.s.handle, int(level), int(level))
@@ -235,7 +253,7 @@ class NvmlClocks:
         except BaseException:
             self.reset()
             raise
-        self.last_check = check
+        self.last_lock_check = check
         if check.status in ("capped", "not-locked"):
             self.reset()
             raise FrequencyCappedError(f"NVML {self.s.name}: {check.message()}; the clocks were reset")

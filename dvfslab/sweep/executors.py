@@ -98,7 +98,8 @@ def measurement_row(m: Measurement, total_rails: Sequence[str], steps: int,
             "avg_power_w": m.avg_power_w, "peak_power_w": m.peak_power_w,
             "gpu_util_pct": m.gpu_util_pct, "mean_gpu_freq_mhz": m.gpu_freq_mhz,
             "steps": steps, "eval_metric": eval_metric,
-            "n_samples": m.n_samples, "n_lost": m.n_lost, "sample_rate_hz": m.rate_hz}
+            "n_samples": m.n_samples, "n_lost": m.n_lost, "sample_rate_hz": m.rate_hz,
+            "energy_source": m.energy_source}
 
 
 # --------------------------------------------------------------------------------------------

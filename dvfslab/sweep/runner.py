@@ -161,7 +161,9 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
         with sampler_running(sampler):
             reset_clocks(backend)
             extras["cooldown"] = cool_down(backend, executor, sampler, cooldown, idle_power_w)
-            set_policy(backend, spec)
+            lock_check = set_policy(backend, spec)
+            if lock_check is not None:
+                extras["lock_check"] = lock_check
             row["started_at"] = run_timestamp(backend)
             result = dict(executor.run(spec, backend, sampler))
         missing = [c for c in ("time_s", "energy_j")[: 1 + (backend.power is not None)]

@@ -172,16 +172,27 @@ def start_session(backend: Backend, executor: Executor, cooldown: Cooldown, sess
 # --------------------------------------------------------------------------------------------
 
 
-def set_policy(backend: Backend, spec: RunSpec) -> None:
-    """Lock the level of a fixed run, or give the board its default governor for a MAXN run."""
+def set_policy(backend: Backend, spec: RunSpec) -> dict | None:
+    """Lock the level of a fixed run, or give the board its default governor for a MAXN run.
+
+    Returns what the clocks measured after the lock, when they can say (Jetson: the BPMP clock
+    counter; NVML: the graphics clock read back): ``requested_mhz``, ``measured_mhz`` (None when
+    not measurable), ``verified``, ``why``. The sweep keeps it in the run's record, because
+    ``cur_freq`` only reports the rate that was asked for.
+    """
     if backend.clocks is None:
         if spec.policy == FIXED:
             raise DvfsError(f"backend {backend.name!r} has no clock control; it cannot run {spec.level_label}")
-        return
+        return None
     if spec.policy == MAXN:
         backend.clocks.reset()
-    else:
-        backend.clocks.lock(spec.freq_mhz)
+        return None
+    backend.clocks.lock(spec.freq_mhz)
+    check = getattr(backend.clocks, "last_lock_check", None)
+    if check is None:
+        return None
+    return {"requested_mhz": check.requested_mhz, "measured_mhz": check.measured_mhz,
+            "verified": bool(check.verified), "why": check.why}
 
 
 def check_baseline(backend: Backend) -> str | None:
