@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--virtual-seconds", type=float, default=10.0,
                     help="virtual time per case on the blocking fake INA3221 (s)")
     args = ap.parse_args(argv)
-    # asking for 100 Hz / 1 kHz on a 140 ms sensor is deliberate here: silence that warning
+    # asking for rates the sensor cannot deliver is deliberate here: silence that warning
     logging.getLogger("dvfslab.measure").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="dvfslab-bench-") as root:
         board = build_board(root, "agx-orin-jp6")
