@@ -39,7 +39,7 @@ from dvfslab.analysis import replay as E
 from dvfslab.analysis import selection as S
 from dvfslab.analysis.features import EXTRA_FEATURES, FEATURES
 from dvfslab.analysis.govcv import cv_replay, with_probe_source
-from dvfslab.analysis.recommend import nested_recommended, recommend
+from dvfslab.analysis.recommend import nested_recommended, recommend, versus_fallback
 from dvfslab.data.contract import load_dataset
 
 LEARNED = ("mlg", "curve", "profiled")
@@ -77,6 +77,7 @@ def evaluate(data_dir: Path, split: str | None, tree: str,
     rec = recommend(cv, cands)
     info = {"knob": sweep.knob, "source": ds.source, "n_workloads": len(ids), "n_networks": int(rows["model"].nunique()),
             "features": cols, "full_data_recommendation": rec, "not_replayed": {} if probed else {"profiled": NO_PROBE},
+            "recommended_vs_ffg": versus_fallback(cv, nested),
             "chosen_per_fold": nested.groupby("held_out")["chosen"].first().value_counts().to_dict()}
     return out, info
 
@@ -91,7 +92,9 @@ def report(data: Path, out: pd.DataFrame, info: dict) -> str:
              f"({knob.unit}), leave-one-network-out; tree features {', '.join(info['features'])}",
              out[cols].round(3).to_string()]
     lines += [f"{name}: {why}" for name, why in info["not_replayed"].items()]
-    lines += [f"recommended per fold: {info['chosen_per_fold']}",
+    vs = info["recommended_vs_ffg"]
+    lines += [f"recommended per fold: {info['chosen_per_fold']}; minus FFG {vs['diff_pts']:+.3f} ± {vs['noise_pts']:.3f} "
+              f"points per fold ({'never below FFG' if vs['diff_pts'] <= vs['noise_pts'] else 'BELOW FFG'} by the noise rule)",
               "on all networks (difference to FFG per fold, points; noise = one standard error):",
               rec.table.round(3).to_string(index=False), f"-> {rec.policy}: {rec.reason}"]
     return "\n".join(lines)
