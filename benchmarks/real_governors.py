@@ -94,7 +94,7 @@ def report(data: Path, out: pd.DataFrame, info: dict) -> str:
     lines += [f"{name}: {why}" for name, why in info["not_replayed"].items()]
     vs = info["recommended_vs_ffg"]
     lines += [f"recommended per fold: {info['chosen_per_fold']}; minus FFG {vs['diff_pts']:+.3f} ± {vs['noise_pts']:.3f} "
-              f"points per fold ({'never below FFG' if vs['diff_pts'] <= vs['noise_pts'] else 'BELOW FFG'} by the noise rule)",
+              f"points per fold ({'never below FFG' if vs['diff_pts'] <= vs['noise_pts'] + 1e-9 else 'BELOW FFG'} by the noise rule)",
               "on all networks (difference to FFG per fold, points; noise = one standard error):",
               rec.table.round(3).to_string(index=False), f"-> {rec.policy}: {rec.reason}"]
     return "\n".join(lines)
