@@ -156,3 +156,23 @@ def test_pipeline_notebooks_01_to_03_run_on_an_imported_trace(imported, tmp_path
     nb01 = json.loads((out / "01_characterization.ipynb").read_text())
     printed = "".join("".join(o.get("text", "")) for c in nb01["cells"] for o in c.get("outputs", []))
     assert "GPU power limit levels (W): 100, 125, 150, 175, 200, 225, 250" in printed
+
+
+@pytest.mark.slow
+def test_notebook_04_on_an_imported_trace_leaves_out_the_clock_tree_and_says_why(imported, tmp_path):
+    """On a power-limit knob: no `mlg-paper` (it answers MHz), no `profiled` (no steps in the trace),
+    and the recommendation says why each is missing."""
+    from dvfslab.pipeline.runner import read_summary, run_pipeline
+
+    out = run_pipeline(imported.path, tmp_path / "run", quick=True, html=False, progress=False, log=lambda _: None,
+                       notebooks=("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
+                                  "04_governor_evaluation"))
+    summary = read_summary(out)
+    assert set(summary["governors"]) == {"maxn", "ffg", "mlg", "oracle"}
+    assert summary["recommended"]["policy"] in ("ffg", "mlg", "curve")
+    nb04 = json.loads((out / "04_governor_evaluation.ipynb").read_text())
+    shown = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/markdown", ""))
+                    for c in nb04["cells"] for o in c.get("outputs", []))
+    assert "the knob is GPU power limit (W): the paper's tree, which answers GPU clocks, is left out" in shown
+    assert "`profiled` was not a candidate" in shown
+    assert "FFG level: " in shown and " MHz (least" not in shown and "MHz" not in summary["recommended"]["reason"]

@@ -126,6 +126,18 @@ def _fallback_reason(table: pd.DataFrame, ffg: float, fallback: str, words: str,
             f"optimal levels better than one fixed level does")
 
 
+def versus_fallback(cv: pd.DataFrame, nested: pd.DataFrame, fallback: str = FALLBACK,
+                    scheme: str = SCHEME) -> dict[str, Any]:
+    """The nested recommendation (:func:`nested_recommended`) judged against ``fallback`` on the same
+    folds, as :func:`compare` judges a candidate: ``diff_pts`` (mean per-fold regret difference,
+    recommended minus FFG) and ``noise_pts`` (its standard error). "Never below FFG" is
+    ``diff_pts <= noise_pts``."""
+    name = str(nested["policy"].iloc[0]) if len(nested) else "recommended"
+    both = pd.concat([cv[(cv["policy"] == fallback) & (cv["scheme"] == scheme)], nested], ignore_index=True)
+    row = compare(both, [name], fallback, scheme)
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.iloc[0].items()} if len(row) else {}
+
+
 def nested_recommended(sweep: Sweep, features: pd.DataFrame, workload_ids: Sequence[str],
                        candidates: Sequence[str] = DEFAULT_CANDIDATES, *, tree_model: Any | None = None,
                        feature_cols: Sequence[str] = (), options: Mapping[str, Any] | None = None,
@@ -153,4 +165,4 @@ def nested_recommended(sweep: Sweep, features: pd.DataFrame, workload_ids: Seque
     return pd.concat(out, ignore_index=True)
 
 
-__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "Recommendation", "compare", "nested_recommended", "recommend"]
+__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "Recommendation", "compare", "nested_recommended", "recommend", "versus_fallback"]

@@ -74,7 +74,7 @@ class ProbeSource:
         self.sweep, self.path = sweep, path
         ok = runs[runs["status"] == "ok"]
         counts = ok.groupby("workload_id")["steps"].mean() if "steps" in ok else pd.Series(dtype=float)
-        self._n_steps = {str(w): float(n) for w, n in counts.items() if n == n and n > 0}
+        self._n_steps = {str(w): float(n) for w, n in counts.items() if pd.notna(n) and n > 0}
         self.records = StepRecords(steps, runs, sweep.freq_table_mhz, path) if steps is not None else None
         self._maxn: dict[str, tuple[Any, Any]] = {}
         if steps is not None:
