@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping
 from transformers import TrainerCallback
 
 from dvfslab.core.files import utc_now
-from dvfslab.harness.leases import ClockLease, sampler_lease
+from dvfslab.harness.leases import ClockLease
 from dvfslab.harness.policy import LevelPolicy, policy_for
 from dvfslab.harness.poll import TelemetryPoll, mean_or_none
 from dvfslab.harness.types import RUN_WINDOW, FinetuneError, StepSpan
 from dvfslab.hw.base import Backend, rail_energy_split_j
 from dvfslab.measure.energy import Measurement
+from dvfslab.measure.sampler import sampler_lease
 
 #: the sampler window of one probing step (distinct from the run and epoch windows)
 PROBE_WINDOW = "online-probe-step"

@@ -8,9 +8,6 @@ stopped, then the clocks are reset.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from dvfslab.core.levels import check_level, format_mhz
 from dvfslab.harness.types import FinetuneError
 from dvfslab.hw.base import Backend
@@ -58,17 +55,3 @@ class ClockLease:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-@contextlib.contextmanager
-def sampler_lease(sampler) -> Iterator:
-    """Run ``sampler`` for the block: start it unless it runs already (a sweep's), and stop
-    on exit only a sampler started here. ``None`` (no power reader) passes through."""
-    if sampler is None or sampler.running:
-        yield sampler
-        return
-    sampler.start()
-    try:
-        yield sampler
-    finally:
-        sampler.stop()

@@ -303,3 +303,17 @@ class PowerSampler:
         ``{"source": "simulated"}``) goes into the sidecar. Returns the samples path.
         """
         return save_sampler(self, path, meta)
+
+
+@contextlib.contextmanager
+def sampler_lease(sampler: PowerSampler | None) -> Iterator[PowerSampler | None]:
+    """Run ``sampler`` for the block: start it unless it runs already (a sweep's), and stop
+    on exit only a sampler started here. ``None`` (no power reader) passes through."""
+    if sampler is None or sampler.running:
+        yield sampler
+        return
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()

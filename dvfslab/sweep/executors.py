@@ -18,12 +18,12 @@ test-only ``SleepExecutor`` in :mod:`dvfslab.testing.executors`.
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dvfslab.core.plugins import load_object
 from dvfslab.data.workloads import workload_table
 from dvfslab.hw.base import Backend, DvfsError, rail_energy_split_j
 from dvfslab.sweep.plan import RunSpec
@@ -69,13 +69,7 @@ def describe_executor(executor: Executor) -> dict:
 
 def load_executor(target: str, options: Mapping[str, Any] | None = None) -> Executor:
     """``"package.module:ClassName"`` -> ``ClassName(**options)`` (the CLI's ``--executor``)."""
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise DvfsError(f"executor {target!r} must look like 'package.module:ClassName'")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise DvfsError(f"cannot load executor {target!r}: {err}") from None
+    cls = load_object(target, label=f"executor {target!r}", what="executor")
     try:
         return cls(**dict(options or {}))
     except TypeError as err:

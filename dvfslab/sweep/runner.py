@@ -28,6 +28,7 @@ from dvfslab.core.levels import check_level
 from dvfslab.data.contract import Dataset, load_dataset
 from dvfslab.data.workloads import workload_table
 from dvfslab.hw.base import Backend
+from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import Executor
 from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan, make_plan
@@ -37,7 +38,6 @@ from dvfslab.sweep.session import (
     cool_down,
     make_sampler,
     reset_clocks,
-    sampler_running,
     set_policy,
     start_session,
 )
@@ -158,7 +158,7 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
     extras: dict = {"board": board}
     try:
         sampler = make_sampler(backend, executor)
-        with sampler_running(sampler):
+        with sampler_lease(sampler):
             reset_clocks(backend)
             extras["cooldown"] = cool_down(backend, executor, sampler, cooldown, idle_power_w)
             lock_check = set_policy(backend, spec)

@@ -10,14 +10,13 @@ on hardware, the virtual clock on the twin.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.executors import Executor
 from dvfslab.sweep.plan import FIXED, MAXN, RunSpec
 
@@ -65,19 +64,6 @@ def make_sampler(backend: Backend, executor: Executor) -> PowerSampler | None:
 
     return PowerSampler(backend.power, clock=backend.clock,
                         threaded=getattr(executor, "threaded_sampler", True))
-
-
-@contextlib.contextmanager
-def sampler_running(sampler: PowerSampler | None) -> Iterator[PowerSampler | None]:
-    """Start the sampler (if any) for the block and always stop it."""
-    if sampler is None:
-        yield None
-        return
-    sampler.start()
-    try:
-        yield sampler
-    finally:
-        sampler.stop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,7 +146,7 @@ def start_session(backend: Backend, executor: Executor, cooldown: Cooldown, sess
     if baseline is not None:
         session["baseline_check"] = baseline
     sampler = make_sampler(backend, executor)
-    with sampler_running(sampler):
+    with sampler_lease(sampler):
         session["initial_cooldown"] = cool_down(backend, executor, sampler, cooldown, None)
         idle_power_w = measure_idle_power_w(backend, executor, sampler, cooldown.idle_measure_s)
     session["idle_power_w"] = idle_power_w

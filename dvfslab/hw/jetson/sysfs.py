@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import errno
 import glob
-import importlib
 import os
 from pathlib import Path
 
+from dvfslab.core.plugins import load_object
 from dvfslab.hw.base import ClockPermissionError, DvfsError
 
 #: ``package.module:Class`` of the sysfs I/O class to use instead of :class:`SysfsIO`
@@ -83,13 +83,7 @@ def load_io_class(target: str, source: str = SYSFS_IO_ENV) -> type[SysfsIO]:
 
     ``source`` names where ``target`` came from (the variable or the CLI option) in errors.
     """
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise DvfsError(f"{source}={target!r} must look like 'package.module:ClassName'")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise DvfsError(f"{source}={target!r}: cannot load the sysfs I/O class ({err})") from None
+    cls = load_object(target, label=f"{source}={target!r}", what="the sysfs I/O class")
     if not (isinstance(cls, type) and issubclass(cls, SysfsIO)):
         raise DvfsError(f"{source}={target!r} is not a subclass of dvfslab.hw.jetson.sysfs.SysfsIO")
     return cls
