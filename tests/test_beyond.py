@@ -421,3 +421,23 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     assert load_fixed(out / "models" / "ffg.json").freq_mhz == summary["evaluation"]["ffg_freq_mhz"]
     for fig in PL.FIGURES["05_beyond_the_paper"]:
         assert (out / "figures" / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_curve_without_any_feature_is_the_mean_training_curve(tmp_path):
+    """When no training workload has any feature (e.g. a held-out fold of networks whose size is
+    unknown), the curve model is the training workloads' mean log curve, the same for every
+    workload. Hand-written sweep (analysis_fixtures.TINY_RUNS), energies / MAXN:
+    sst2 105/122, 92/122, 98/122 and mrpc 48/80, 50/80, 54/80 at 510, 612, 714 MHz; the
+    geometric means are sqrt(105/122 * 48/80) = 0.71859, sqrt(92/122 * 50/80) = 0.68652,
+    sqrt(98/122 * 54/80) = 0.73636, so the least is 612 MHz."""
+    from analysis_fixtures import make_tiny_dataset
+
+    sweep = F.sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path / "ds")))
+    no_features = pd.DataFrame({"workload_id": ["tiny-enc/sst2", "tiny-enc/mrpc", "big-dec/qnli"]})
+    model = fit_curve_model(sweep, no_features, ["tiny-enc/sst2", "tiny-enc/mrpc"])
+    model.save(tmp_path / "curve.json")
+    loaded = CurveModel.load(tmp_path / "curve.json")
+    curves = loaded.predict({"workload_id": "big-dec/qnli"})
+    assert curves["freq_mhz"] == [510.0, 612.0, 714.0] and loaded.spec["features"] == []
+    assert curves["energy_rel"] == pytest.approx([0.71859, 0.68652, 0.73636], abs=5e-5)
+    assert CurveGovernor(loaded).decide({"workload_id": "anything"}) == 612.0

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.compose import ColumnTransformer
+from sklearn.dummy import DummyRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import Ridge
 from sklearn.pipeline import Pipeline
@@ -75,8 +76,9 @@ class CurveFit:
 
     def design(self, rows: Iterable[Mapping[str, Any]]) -> np.ndarray:
         """The raw feature matrix (NaN where missing) of workload rows, in model order."""
+        rows = list(rows)
         return np.array([[_num(r.get(c)) for c in self.features] for r in rows], dtype=float
-                        ).reshape(-1, len(self.features))
+                        ).reshape(len(rows), len(self.features))
 
 
 def _num(v: Any) -> float:
@@ -97,8 +99,10 @@ def fit_curve_pipelines(sweep: Sweep, features: pd.DataFrame, train_ids: Iterabl
                         alpha: float = DEFAULT_ALPHA, candidates: Mapping[str, str] = CURVE_FEATURES) -> CurveFit:
     """Fit both pipelines on the training workloads' measured curves.
 
-    Features with no value for any training workload are left out. With a single training
-    workload the slopes are zero: the prediction is its curve."""
+    Features with no value for any training workload are left out; when none is left, the
+    model is the training workloads' mean curve (a ``DummyRegressor``: every workload gets the
+    same prediction). With a single training workload the slopes are zero: the prediction is
+    its curve."""
     train_ids = list(train_ids)
     if not train_ids:
         raise GovernorError("curve: needs at least one training workload")
@@ -110,24 +114,29 @@ def fit_curve_pipelines(sweep: Sweep, features: pd.DataFrame, train_ids: Iterabl
                     "baseline": sweep.baseline_kind})
     x = fit.design(rows.reset_index().to_dict("records"))
     for part in TARGETS:
-        fit.pipelines[part] = make_curve_pipeline(fit.transforms, alpha).fit(x, y[part])
+        model = make_curve_pipeline(fit.transforms, alpha) if used else \
+            Pipeline([("ridge", DummyRegressor(strategy="mean"))])
+        fit.pipelines[part] = model.fit(x, y[part])
     return fit
 
 
 def export_curve(fit: CurveFit) -> dict:
     """The ``dvfslab-curve`` spec of fitted pipelines (see :mod:`dvfslab.governors.curve`)."""
     first = fit.pipelines["energy"]
+    featured = bool(fit.features)  # else the mean curve (DummyRegressor), no scaling
     spec: dict[str, Any] = {
         "format": CURVE_FORMAT, "version": CURVE_VERSION, "name": "curve", "features": fit.features,
         "transforms": dict(zip(fit.features, fit.transforms, strict=True)),
-        "impute": dict(zip(fit.features, first["impute"].statistics_.tolist(), strict=True)),
-        "mean": first["scale"].mean_.tolist(), "scale": first["scale"].scale_.tolist(), "alpha": fit.alpha,
+        "impute": dict(zip(fit.features, first["impute"].statistics_.tolist(), strict=True)) if featured else {},
+        "mean": first["scale"].mean_.tolist() if featured else [],
+        "scale": first["scale"].scale_.tolist() if featured else [], "alpha": fit.alpha,
         "levels_mhz": fit.levels_mhz, "info": fit.info}
     for part, target in TARGETS.items():
-        ridge = fit.pipelines[part]["ridge"]
-        coef = np.asarray(ridge.coef_, dtype=float).reshape(len(fit.levels_mhz), len(fit.features))
-        spec[part] = {"target": target, "intercept": np.atleast_1d(ridge.intercept_).tolist(),
-                      "coef": coef.T.tolist()}
+        last = fit.pipelines[part]["ridge"]
+        intercept = last.intercept_ if featured else np.ravel(last.constant_)
+        coef = np.asarray(last.coef_ if featured else [], dtype=float).reshape(len(fit.levels_mhz),
+                                                                              len(fit.features))
+        spec[part] = {"target": target, "intercept": np.atleast_1d(intercept).tolist(), "coef": coef.T.tolist()}
     return spec
 
 
