@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dvfslab.core.files import atomic_write_json
-from dvfslab.governors.errors import GovernorError, read_model_json
+from dvfslab.governors.errors import GovernorError, check_format, read_model_json
 
 CURVE_FORMAT = "dvfslab-curve"
 CURVE_VERSION = 1
@@ -86,11 +86,7 @@ class CurveModel:
 
 def check_curve(spec: Mapping[str, Any]) -> None:
     """Raise :class:`GovernorError` unless ``spec`` is a well-formed curve model."""
-    if not isinstance(spec, Mapping) or spec.get("format") != CURVE_FORMAT:
-        raise GovernorError(f"not a dvfslab curve model (expected \"format\": \"{CURVE_FORMAT}\")")
-    if spec.get("version") != CURVE_VERSION:
-        raise GovernorError(f"unknown curve model version {spec.get('version')!r}; "
-                            f"this dvfslab reads {CURVE_VERSION}")
+    check_format(spec, CURVE_FORMAT, CURVE_VERSION, "curve model")
     feats, n_l = list(spec.get("features", [])), len(spec.get("levels_mhz", []))
     if not n_l:
         raise GovernorError("curve model has no levels")

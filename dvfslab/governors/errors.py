@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +29,12 @@ def read_model_json(path: str | os.PathLike, what: str, fix: str) -> Any:
         raise GovernorError(f"{p}: {what} is missing — {fix}") from None
     except json.JSONDecodeError as err:
         raise GovernorError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
+
+
+def check_format(spec: Any, fmt: str, version: int, what: str) -> None:
+    """Raise :class:`GovernorError` unless ``spec`` is a mapping of format ``fmt``, ``version``
+    (``what``: the kind of file, e.g. ``"tree"``, in the message)."""
+    if not isinstance(spec, Mapping) or spec.get("format") != fmt:
+        raise GovernorError(f"not a dvfslab {what} (expected \"format\": \"{fmt}\")")
+    if spec.get("version") != version:
+        raise GovernorError(f"unknown {what} version {spec.get('version')!r}; this dvfslab reads {version}")

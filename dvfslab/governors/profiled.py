@@ -33,7 +33,7 @@ from typing import Any
 
 from dvfslab.core.files import atomic_write_json
 from dvfslab.governors.curve import CurveModel, pick_level
-from dvfslab.governors.errors import GovernorError, read_model_json
+from dvfslab.governors.errors import GovernorError, check_format, read_model_json
 
 PROFILED_FORMAT = "dvfslab-profiled"
 PROFILED_VERSION = 1
@@ -122,10 +122,6 @@ class ProfiledGovernor:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> ProfiledGovernor:
-        if not isinstance(spec, Mapping) or spec.get("format") != PROFILED_FORMAT:
-            raise GovernorError(f"not a dvfslab profiled governor (expected \"format\": \"{PROFILED_FORMAT}\")")
-        if spec.get("version") != PROFILED_VERSION:
-            raise GovernorError(f"unknown profiled governor version {spec.get('version')!r}; "
-                                f"this dvfslab reads {PROFILED_VERSION}")
+        check_format(spec, PROFILED_FORMAT, PROFILED_VERSION, "profiled governor")
         return cls(CurveModel(spec.get("curve", {})), int(spec.get("probe_steps", DEFAULT_PROBE_STEPS)),
                    int(spec.get("warmup_steps", DEFAULT_WARMUP_STEPS)), str(spec.get("name", "profiled")))

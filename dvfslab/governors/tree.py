@@ -22,7 +22,7 @@ from typing import Any
 
 from dvfslab.core.files import atomic_write_json
 from dvfslab.core.levels import snap_mhz
-from dvfslab.governors.errors import GovernorError, read_model_json
+from dvfslab.governors.errors import GovernorError, check_format, read_model_json
 
 TREE_FORMAT = "dvfslab-tree"
 TREE_VERSION = 1
@@ -94,11 +94,7 @@ class TreeGovernor:
 
 def check_tree(tree: Mapping[str, Any]) -> None:
     """Raise :class:`GovernorError` unless ``tree`` is a well-formed dvfslab tree."""
-    if not isinstance(tree, Mapping) or tree.get("format") != TREE_FORMAT:
-        raise GovernorError(f"not a dvfslab tree (expected \"format\": \"{TREE_FORMAT}\")")
-    if tree.get("version") != TREE_VERSION:
-        raise GovernorError(f"unknown tree version {tree.get('version')!r}; "
-                            f"this dvfslab reads {TREE_VERSION}")
+    check_format(tree, TREE_FORMAT, TREE_VERSION, "tree")
     nodes = tree.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise GovernorError("tree has no nodes")
