@@ -124,12 +124,12 @@ def test_an_idle_gpu_below_the_lock_is_unverified_not_failed(monkeypatch):
     clocks.sleep = no_sleep
     st = clocks.lock(1410)  # no error: the clock rises when work arrives
     assert st.cur_freq_mhz == 210.0 and mod.fake_gpus[0].locked_mhz == (1410, 1410)
-    assert clocks.last_lock_check.status == "idle" and clocks.last_lock_check.reasons == ("GPU idle",)
-    assert "unverified" in clocks.last_lock_check.message()
+    assert clocks.last_lock_check.status == "unverified" and clocks.last_lock_check.reasons == ("GPU idle",)
+    assert "unverified until the GPU has work" in clocks.last_lock_check.why
     mod.fake_gpus[0].util_pct = 80
     from dvfslab.hw.nvml import verify_locked_clock
     check = verify_locked_clock(clocks.s.handle, 1410.0, clocks.levels_mhz(), mod, sleep=no_sleep)
-    assert check.ok and check.actual_mhz == 1410.0
+    assert check.verified and check.measured_mhz == 1410.0
     clocks.reset()
 
 

@@ -67,6 +67,62 @@ class ClockState:
         return self.min_freq_mhz == self.max_freq_mhz
 
 
+#: what a lock check found: the clock at the level; not measurable (or, on NVML, below the level
+#: only because the GPU is idle); held below it (a power / thermal clamp); above it (no lock)
+LOCK_STATUSES = ("verified", "unverified", "capped", "not-locked")
+
+
+def lock_status(requested_mhz: float, measured_mhz: float | None, tolerance_mhz: float, *,
+                idle: bool = False) -> str:
+    """The :data:`LOCK_STATUSES` entry for a clock measured after a lock (the one rule for every
+    backend): within ``tolerance_mhz`` verified, above the request not-locked, below it capped
+    (unverified when ``idle``: the lock holds once work arrives); unmeasured is unverified."""
+    if measured_mhz is None:
+        return "unverified"
+    if abs(measured_mhz - requested_mhz) <= tolerance_mhz:
+        return "verified"
+    if measured_mhz > requested_mhz:
+        return "not-locked"
+    return "unverified" if idle else "capped"
+
+
+@dataclass(frozen=True)
+class LockCheck:
+    """What the GPU clock measured after a lock, the same on every backend that can measure it.
+
+    ``measured_mhz`` comes from ``source`` (Jetson: the BPMP counter; NVML: the graphics clock
+    read back); ``None``: not measurable here. ``status`` is one of :data:`LOCK_STATUSES`;
+    ``why`` says it in words; ``reasons`` are the device's own reasons for the clock, when it
+    gives them (NVML's clocks-event reasons). A sweep records requested, measured, verified and
+    why of every fixed run.
+    """
+
+    requested_mhz: float
+    measured_mhz: float | None
+    status: str
+    why: str
+    source: str = ""
+    reasons: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in LOCK_STATUSES:
+            raise ValueError(f"LockCheck status must be one of {LOCK_STATUSES}, got {self.status!r}")
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+    @property
+    def failed(self) -> bool:
+        """The clock is not at the level (held below it, or above it): the lock must be undone."""
+        return self.status in ("capped", "not-locked")
+
+    def record(self) -> dict:
+        """What a sweep keeps in a fixed run's record (``extras["lock_check"]``)."""
+        return {"requested_mhz": self.requested_mhz, "measured_mhz": self.measured_mhz,
+                "verified": self.verified, "why": self.why}
+
+
 @dataclass(frozen=True)
 class PowerSample:
     """One reading of every rail of a :class:`PowerReader`.

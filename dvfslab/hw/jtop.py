@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from dvfslab.hw.base import Backend, BackendUnavailableError, DvfsError, PowerReadError, PowerSample
-from dvfslab.hw.jetson.power import total_rails_for
+from dvfslab.hw.jetson.board import board_family
 
 SERVICE_FIX = ("start it with `sudo systemctl start jtop.service` "
                "(install it first with `sudo jtop --install-service` if it is missing)")
@@ -121,7 +121,7 @@ class JtopPowerReader:
         if not all_rails:
             self._jetson.close()
             raise BackendUnavailableError("jtop reports no power rails on this board")
-        self.board_family, self.total_rails = total_rails_for(all_rails)
+        self.board_family, self.total_rails = board_family(all_rails)
         self.rails = tuple(self.total_rails)
         self.extra_rails = tuple(r for r in all_rails if r not in self.rails)
         self.update_interval_s = float(getattr(self._jetson, "interval", interval_s))

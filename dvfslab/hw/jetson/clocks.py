@@ -18,10 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dvfslab.core import boards
 from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockState,
     FrequencyCappedError,
+    LockCheck,
     check_level,
     format_mhz,
 )
@@ -31,14 +33,13 @@ from dvfslab.hw.jetson.baseline import (
     baseline_check,
     effective_range,
 )
-from dvfslab.hw.jetson.bpmp import PTO_COUNTER, LockCheck, verify_lock
-from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, query_power_mode, read_power_mode
+from dvfslab.hw.jetson.board import board_model
+from dvfslab.hw.jetson.bpmp import verify_lock
+from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, read_power_mode
 from dvfslab.hw.jetson.railgate import find_railgate_control, railgate_state
 from dvfslab.hw.jetson.safety import SavedClocks, SignalGuard, StateFile, check_owner, make_saved
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io, permission_error, write_checked
 
-#: devfreq node / of_node names of Jetson GPUs (TX2, Xavier, Orin, Thor; ``gpu`` on JetPack 6)
-GPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 DEVFREQ_CLASS = "sys/class/devfreq"
 
 
@@ -55,17 +56,18 @@ class DevfreqNode:
 
 
 def _gpu_name(io: SysfsIO, node: Path) -> str | None:
-    """The GPU kind of a devfreq node (``ga10b``, ``gpu`` ...) or ``None`` if not a GPU."""
+    """The GPU kind of a devfreq node (``ga10b``, ``gpu`` ...) or ``None`` if not a GPU: its
+    ``of_node`` or node name against the families' GPU names (:mod:`dvfslab.core.boards`),
+    else a family's node-name prefix (AGX Thor's ``gpu-gpc``, unverified)."""
     candidates = [node.name.rsplit(".", 1)[-1]]
     of_node = node / "device" / "of_node" / "name"
     if of_node.exists():
         candidates.insert(0, io.read_text(of_node))
+    names = boards.gpu_devfreq_names()
     for cand in candidates:
-        if cand in GPU_NAMES:
+        if cand in names:
             return cand
-    if node.name.startswith("gpu-gpc"):  # AGX Thor (unverified)
-        return "gb10b"
-    return None
+    return next((gpu for prefix, gpu in boards.gpu_node_prefixes() if node.name.startswith(prefix)), None)
 
 
 def find_gpu_devfreq(io: SysfsIO) -> DevfreqNode:
@@ -78,7 +80,8 @@ def find_gpu_devfreq(io: SysfsIO) -> DevfreqNode:
     seen = ", ".join(n.name for n in nodes) or "nothing"
     raise BackendUnavailableError(
         f"no Jetson GPU devfreq node under {io.path(DEVFREQ_CLASS)} (found: {seen}; expected a "
-        f"name ending in one of {', '.join(GPU_NAMES)}). Not a Jetson, or a wrong --sysfs-root"
+        f"name ending in one of {', '.join(boards.gpu_devfreq_names())}). Not a Jetson, or a wrong "
+        "--sysfs-root"
     )
 
 
@@ -127,6 +130,8 @@ class JetsonClocks:
         self.handle_signals = handle_signals
         self.power_mode_ok = power_mode_ok
         self.last_lock_check: LockCheck | None = None
+        #: the BPMP counter of this board family's GPU clock (root-relative)
+        self.counter_rel = boards.bpmp_counter(board_model(self.io))
         self._levels_hz = self._read_levels_hz()
         self._originals: SavedClocks | None = None
         self._lock_mode: tuple[PowerMode | None] | None = None  # the mode read by the first lock
@@ -180,7 +185,7 @@ class JetsonClocks:
 
     def verify_lock(self, freq_mhz: float) -> LockCheck:
         """The BPMP counter against ``freq_mhz`` (unverified when it is not readable)."""
-        return verify_lock(self.io, freq_mhz)
+        return verify_lock(self.io, freq_mhz, self.counter_rel)
 
     # -- changing --------------------------------------------------------------------------
     def _require_writable(self) -> None:
@@ -253,7 +258,7 @@ class JetsonClocks:
                     self._check_max(target_hz, mode)
             st = self._settle(target_hz, mode)
             self.last_lock_check = check = self.verify_lock(target_hz / 1e6)
-            if check.measured_mhz is not None and not check.verified:
+            if check.failed:
                 raise self._capped_error(target_hz, round(check.measured_mhz * 1e6), "pto_counter",
                                          mode, check.why)
             return st
@@ -291,7 +296,7 @@ class JetsonClocks:
         why = why or ("the effective max stays lower than the request: a thermal / cooling-device "
                       "cap or another max_freq request, not the power mode" if attr == "max_freq"
                       else "thermal throttling or another limit")
-        where = self.io.path(PTO_COUNTER if attr == "pto_counter" else self.node.attr(attr))
+        where = self.io.path(self.counter_rel if attr == "pto_counter" else self.node.attr(attr))
         err = FrequencyCappedError(
             f"GPU did not reach {format_mhz(target_hz / 1e6)} MHz: {attr} reads back "
             f"{format_mhz(got_hz / 1e6)} MHz at {where} ({why}); {mode_txt}. Pick a level <= {format_mhz(got_hz / 1e6)} MHz or let the board "
@@ -350,14 +355,9 @@ class JetsonClocks:
 
 
 __all__ = [
-    "BaselineCheck",
     "DevfreqNode",
-    "EffectiveRange",
     "JetsonClocks",
-    "LockCheck",
-    "PowerMode",
     "find_gpu_devfreq",
     "plan_lock_writes",
     "plan_range_writes",
-    "query_power_mode",
 ]
