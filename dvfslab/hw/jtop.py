@@ -25,7 +25,14 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
-from dvfslab.hw.base import Backend, BackendUnavailableError, DvfsError, PowerReadError, PowerSample
+from dvfslab.hw.base import (
+    Backend,
+    BackendUnavailableError,
+    DvfsError,
+    PowerReader,
+    PowerReadError,
+    PowerSample,
+)
 from dvfslab.hw.jetson.board import board_family
 
 SERVICE_FIX = ("start it with `sudo systemctl start jtop.service` "
@@ -96,7 +103,7 @@ def jtop_gpu_freq_mhz(gpu: Mapping) -> float | None:
     return cur if mhz else cur / 1000.0
 
 
-class JtopPowerReader:
+class JtopPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader` over ``jtop().power`` (mW per rail).
 
     ``rails`` (what the sampler stores, required on every read) are the rails of the CPU + GPU

@@ -5,7 +5,8 @@
   and reset.
 * :class:`NvmlPowerReader`: board power in mW (rail ``"GPU"``) from the instant power field
   where the driver has it, and the energy counter in mJ for window energy
-  (:func:`window_energy`). ``nvmlDeviceGetPowerUsage`` is a trailing 1 s average on Ampere
+  (:meth:`NvmlPowerReader.counter`, read by the sampler at every window's edges).
+  ``nvmlDeviceGetPowerUsage`` is a trailing 1 s average on Ampere
   (except GA100) and newer, so it is used only where nothing better exists, and labelled.
 
 NVML errors are translated in one place, :func:`nvml_error`. Only on a Jetson (Tegra) GPU does
@@ -26,26 +27,23 @@ from dvfslab.core import boards
 from dvfslab.hw.base import (
     Backend,
     BackendUnavailableError,
+    ClockControl,
     ClockPermissionError,
     ClockState,
+    CounterReading,
     DvfsError,
     FrequencyCappedError,
     LockCheck,
+    PowerReader,
     PowerReadError,
     PowerSample,
     check_level,
     lock_status,
 )
-from dvfslab.hw.nvml_power import (
-    CounterReading,
-    counter_energy_j,
-    energy_source,
-    sample_source,
-    window_energy,
-)
+from dvfslab.hw.nvml_power import energy_source, sample_source
 
-__all__ = ["NvmlClocks", "NvmlPowerReader", "CounterReading", "counter_energy_j",
-           "nvml_error", "nvml_power_source", "verify_locked_clock", "window_energy", "open_backend"]
+__all__ = ["NvmlClocks", "NvmlPowerReader", "nvml_error", "nvml_power_source", "verify_locked_clock",
+           "open_backend"]
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +188,7 @@ def verify_locked_clock(handle, target_mhz: float, levels_mhz: list[float], nvml
     return check
 
 
-class NvmlClocks:
+class NvmlClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` through NVML locked clocks (MHz), verified."""
 
     def __init__(self, index: int = 0, *, session: _Nvml | None = None,
@@ -270,12 +268,13 @@ def nvml_power_source(handle, nvml=None, name: str | None = None) -> str:
     return energy_source(nvml, handle, name)
 
 
-class NvmlPowerReader:
+class NvmlPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader`: one rail ``"GPU"`` (board power, mW).
 
     ``power_source`` says what each sample is (``"instant"`` or ``"average-1s"``);
-    ``energy_source`` where a window's energy comes from (:func:`window_energy`). ``clock``
-    stamps samples and counter readings (the backend's clock).
+    ``energy_source`` where a window's energy comes from: ``"energy-counter"`` when
+    :meth:`counter` answers (Volta and newer), else what the samples are. ``clock`` stamps
+    samples and counter readings (the backend's clock).
     """
 
     rails = ("GPU",)
@@ -319,8 +318,11 @@ class NvmlPowerReader:
         with self.s.call("total energy consumption", PowerReadError):
             return float(self.s.nvml.nvmlDeviceGetTotalEnergyConsumption(self.s.handle))
 
-    def counter(self) -> CounterReading:
-        """The energy counter stamped at the middle of its read (a window edge)."""
+    def counter(self) -> CounterReading | None:
+        """The energy counter stamped at the middle of its read (a window edge); None on a GPU
+        without one (before Volta)."""
+        if self.energy_source != "energy-counter":
+            return None
         t0 = self.clock()
         mj = self.energy_mj()
         return CounterReading(t_s=(t0 + self.clock()) / 2, energy_mj=mj)

@@ -21,6 +21,7 @@ from pathlib import Path
 from dvfslab.core import boards
 from dvfslab.hw.base import (
     BackendUnavailableError,
+    ClockControl,
     ClockState,
     FrequencyCappedError,
     LockCheck,
@@ -104,7 +105,7 @@ def plan_lock_writes(cur_min_hz: int, cur_max_hz: int, target_hz: int) -> list[t
     return plan_range_writes(cur_min_hz, cur_max_hz, target_hz, target_hz)
 
 
-class JetsonClocks:
+class JetsonClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` over the GPU devfreq node.
 
     Use as a context manager to get the originals back whatever happens::
@@ -117,7 +118,8 @@ class JetsonClocks:
     originals to the state file before its first write (or adopts the originals a killed run
     left there), holds the GPU rail on, and checks the clock reached with the BPMP counter when
     it is readable (:attr:`last_lock_check`); ``reset`` restores everything and removes the file.
-    ``power_mode_ok`` relaxes the MAXN requirement of :meth:`baseline_check`.
+    ``power_mode_ok`` relaxes the MAXN requirement of :meth:`baseline_check` (:meth:`preflight`
+    before a sweep); :meth:`recover` restores what a killed process left pinned.
     """
 
     def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, node: DevfreqNode | None = None,
@@ -179,6 +181,13 @@ class JetsonClocks:
         ok = self.power_mode_ok if power_mode_ok is None else power_mode_ok
         return baseline_check(self.io, self.node.rel, self.levels_mhz(), self.power_mode(),
                               self._read_governor(), power_mode_ok=ok)
+
+    def preflight(self) -> str | None:
+        """:meth:`baseline_check`, raising :class:`DvfsError` with every problem and its fix."""
+        mode = self.baseline_check().require().power_mode
+        if mode is not None and mode.is_maxn:
+            return "ok: MAXN, default governor"
+        return f"power mode {mode.describe() if mode else 'unknown'} accepted (--power-mode-ok)"
 
     def railgate_state(self) -> str | None:
         return railgate_state(self.io, self.node.rel)
@@ -334,6 +343,15 @@ class JetsonClocks:
         self._originals = saved
         self.reset()
         return saved
+
+    def recover(self) -> str | None:
+        """Restore from the state file a killed process left (never while its owner still runs:
+        :class:`DvfsError`); return what was restored (``repr`` of the saved clocks), or None."""
+        held = self.state_file.load()
+        if held is not None:
+            check_owner(held, self.state_file.path)
+        saved = self.restore_saved()
+        return None if saved is None else repr(saved)
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> JetsonClocks:

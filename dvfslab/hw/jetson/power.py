@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dvfslab.core import boards
-from dvfslab.hw.base import PowerReadError, PowerSample
+from dvfslab.hw.base import PowerReader, PowerReadError, PowerSample, Telemetry
 from dvfslab.hw.jetson.board import board_family, board_model, support_note
 from dvfslab.hw.jetson.ina import (
     HWMON_GLOB,
@@ -145,7 +145,7 @@ def find_gpu_load_path(io: SysfsIO, devfreq_rel: str | None = None) -> Path | No
     return None
 
 
-class JetsonPowerReader:
+class JetsonPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader` over the INA3221 (or INA238) rails.
 
     ``read()`` also fills ``gpu_util_pct`` (polled at most every ``load_period_s``, held
@@ -238,7 +238,7 @@ class JetsonPowerReader:
         self.close()
 
 
-class JetsonTelemetry:
+class JetsonTelemetry(Telemetry):
     """:class:`~dvfslab.hw.base.Telemetry`: GPU load (JetPack 4-6) and thermal zones.
 
     Each read of the load file wakes the GPU: with ``load_period_s`` (e.g. :data:`LOAD_PERIOD_S`)
