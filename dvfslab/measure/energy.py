@@ -138,24 +138,6 @@ def integrate_rails(
     }
 
 
-def integrate_total(
-    t_s: ArrayLike,
-    rails_mw: Mapping[str, ArrayLike],
-    total_rails: Sequence[str],
-    t0_s: float | None = None,
-    t1_s: float | None = None,
-) -> float:
-    """Energy in J of the sum of ``total_rails`` (e.g. ``VDD_CPU_CV`` + ``VDD_GPU_SOC``)."""
-    missing = [r for r in total_rails if r not in rails_mw]
-    if missing:
-        raise EnergyInputError(
-            f"total rails {missing} are not among the sampled rails {sorted(rails_mw)}; "
-            "pass total_rails that the reader actually reads"
-        )
-    per_rail = integrate_rails(t_s, {r: rails_mw[r] for r in total_rails}, t0_s, t1_s)
-    return float(sum(per_rail.values()))
-
-
 # --------------------------------------------------------------------------------------------
 # Windows -> Measurement
 # --------------------------------------------------------------------------------------------

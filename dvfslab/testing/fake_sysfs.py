@@ -1,7 +1,8 @@
 """Fake Jetson sysfs trees, built in a temporary directory from board profiles.
 
 ``build_board(root, "agx-orin-jp6")`` writes the files a JetPack 6 AGX Orin exposes (layouts
-from docs/hardware.md): the GPU devfreq node and its ``sys/class/devfreq`` link, a distractor
+from docs/hardware.md; model, levels, rails and BPMP counter from the family's record in
+:mod:`dvfslab.core.boards`, so ``build_board(root, "<family name>")`` fakes any family): the GPU devfreq node and its ``sys/class/devfreq`` link, a distractor
 devfreq node, INA3221 hwmon (or JetPack 4 iio) rails, the GPU load, thermal zones, the
 device-tree model, ``etc/nv_tegra_release`` and an ``nvpmodel`` script answering ``-q``.
 
