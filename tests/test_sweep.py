@@ -563,7 +563,7 @@ def test_board_lock_stops_a_second_sweep_on_the_same_board(tmp_path):
     with SweepLock(lock, "board"), pytest.raises(SweepLockedError, match="board"):
         run_sweep(make_plan(WORKLOADS, LEVELS), backend, VirtualExecutor(board), tmp_path / "other",
                   lock_dir=tmp_path / "locks", workloads=workloads_frame(WORKLOADS), progress=False)
-    assert board_lock_path(Backend("sim", clocks=board)) is None
+    assert board_lock_path(Backend("twin", clocks=board, simulated=True)) is None  # declared, not named
 
 
 def test_progress_without_a_terminal_is_one_line_per_run(tmp_path, capsys):
