@@ -85,3 +85,18 @@ def test_cited_family_facts():
     assert support_note("AGX Orin", "L4T R36.3.0 (JetPack 6)") is None
     assert support_note("AGX Orin", "L4T R38.2.0 (JetPack 7)").startswith("untested: dvfslab has not been run")
     assert boards.family_for_model("NVIDIA Jetson Orin Nano Developer Kit").name == "Orin NX / Orin Nano"
+
+
+def test_a_family_with_ina238_monitors_is_faked_one_chip_per_rail(tmp_path):
+    """AGX Thor's record says INA238 (one rail per chip, power1_input in uW) and lists no rail
+    layout (unverified), so the fake takes one given here; the reader finds both rails and, with
+    no known CPU+GPU rails, sums all of them."""
+    board = build_board(tmp_path / "thor", "AGX Thor", levels_hz=(500_000_000, 1_000_000_000),
+                        rails={"2-0040": ("VDD_GPU",), "2-0041": ("VDD_CPU_SOC_MSS",)},
+                        rail_power_mw={"VDD_GPU": 19000.0, "VDD_CPU_SOC_MSS": 3000.0})
+    be = open_backend(io=board.io(), state_dir=tmp_path / "s")
+    assert (be.description["gpu"], be.description["jetpack"]) == ("gb10b", "L4T R39.0.0 (JetPack 7)")
+    assert be.power.rails == ("VDD_GPU", "VDD_CPU_SOC_MSS") and be.power.total_rails == be.power.rails
+    assert (board.root / "sys/bus/i2c/drivers/ina238/2-0040/hwmon/hwmon1/power1_input").exists()
+    # the fake writes 5000 mV x 3800 mA = 19 000 000 uW and 5000 mV x 600 mA = 3 000 000 uW
+    assert be.power.read().power_mw == {"VDD_GPU": 19000.0, "VDD_CPU_SOC_MSS": 3000.0}
