@@ -30,9 +30,9 @@ from distributed import Client, LocalCluster
 
 from dvfslab.cli.sweep import resolve_workloads
 from dvfslab.hw import get_backend
-from dvfslab.sim.executor import SimExecutor
 from dvfslab.sweep.fleet import run_fleet_sweep
 from dvfslab.sweep.plan import make_plan
+from dvfslab.sweep.twin import SimExecutor
 
 
 def fleet_run(plan, n_boards: int, out: Path) -> dict:

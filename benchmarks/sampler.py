@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from dvfslab.hw.base import PowerSample
+from dvfslab.hw.base import PowerReader, PowerSample
 from dvfslab.hw.jetson.backend import open_backend
 from dvfslab.hw.jetson.power import JetsonPowerReader
 from dvfslab.measure.loop import tick_loop
@@ -65,7 +65,7 @@ def read_cost_us(reader, n: int = 2000) -> float:
     return float(np.median(costs) * 1e6)
 
 
-class NullReader:
+class NullReader(PowerReader):
     """A reader that costs nothing: isolates the sampler's own overhead from the sysfs reads."""
 
     def __init__(self, reader):

@@ -33,10 +33,11 @@ import pandas as pd
 
 from dvfslab.cli.sweep import resolve_workloads
 from dvfslab.hw import get_backend
-from dvfslab.sim.executor import SimExecutor
-from dvfslab.sim.generate import make_plan as simulation_plan
-from dvfslab.sim.generate import simulate_dataset
-from dvfslab.sweep.runner import make_plan, run_sweep
+from dvfslab.sweep.plan import make_plan
+from dvfslab.sweep.runner import run_sweep
+from dvfslab.sweep.simulate import make_plan as simulation_plan
+from dvfslab.sweep.simulate import simulate_dataset
+from dvfslab.sweep.twin import SimExecutor
 
 
 class PerTickSimExecutor(SimExecutor):
@@ -138,8 +139,8 @@ def sensitivity(steps: int = 100, reps: int = 1, window_phases=None) -> list[dic
     import dataclasses
 
     from dvfslab.sim.findings import twin_findings
-    from dvfslab.sim.generate import make_plan, simulate_dataset
     from dvfslab.sim.model import PROFILES
+    from dvfslab.sweep.simulate import make_plan, simulate_dataset
 
     base = PROFILES["agx-orin-64gb"]
     cases = dict(SENSITIVITY)

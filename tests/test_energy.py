@@ -16,7 +16,6 @@ from dvfslab.measure.energy import (
     clip_window,
     integrate_energy,
     integrate_rails,
-    integrate_total,
     integrate_window,
     measure_window,
 )
@@ -179,15 +178,14 @@ def test_bad_windows_are_clear_errors():
     assert issubclass(EnergyInputError, DvfsError)
 
 
-def test_rails_in_mw_give_joules_and_total_sums_the_total_rails():
+def test_rails_in_mw_give_joules_per_rail_and_per_window():
     t = np.array([0.0, 1.0, 2.0])
     rails = {"VDD_GPU_SOC": [1000.0, 3000.0, 3000.0], "VDD_CPU_CV": [500.0] * 3, "VIN_SYS_5V0": [9e3] * 3}
     by_rail = integrate_rails(t, rails)
     assert by_rail == pytest.approx({"VDD_GPU_SOC": 5.0, "VDD_CPU_CV": 1.0, "VIN_SYS_5V0": 18.0})
-    total = integrate_total(t, rails, ("VDD_GPU_SOC", "VDD_CPU_CV"), 0.5, 2.0)
-    assert total == pytest.approx((0.5 * (2.0 + 3.0) / 2 + 3.0) + 0.75)
-    with pytest.raises(EnergyInputError, match="VDD_IN"):
-        integrate_total(t, rails, ("VDD_IN",))
+    # window 0.5 .. 2 s: GPU 0.5 s x (2 + 3) / 2 W + 1 s x 3 W = 4.25 J, CPU 1.5 s x 0.5 W = 0.75 J
+    window = integrate_rails(t, rails, 0.5, 2.0)
+    assert (window["VDD_GPU_SOC"], window["VDD_CPU_CV"]) == (pytest.approx(4.25), pytest.approx(0.75))
 
 
 def test_measure_window_fields():

@@ -18,12 +18,12 @@ from dvfslab.cli import main  # noqa: E402
 from dvfslab.data.contract import RUN_COLUMNS, Dataset, DatasetError, load_dataset, validate  # noqa: E402
 from dvfslab.hw import get_backend  # noqa: E402
 from dvfslab.hw.jetson.safety import pid_alive  # noqa: E402
-from dvfslab.sim.executor import SimExecutor  # noqa: E402
 from dvfslab.sweep.board import board_kind, kind_id  # noqa: E402
 from dvfslab.sweep.fleet import fleet_boards, run_fleet_sweep  # noqa: E402
 from dvfslab.sweep.fleet_worker import BoardConfig, BoardKindError, run_on_board  # noqa: E402
 from dvfslab.sweep.plan import SweepError, make_plan  # noqa: E402
 from dvfslab.sweep.runner import run_sweep  # noqa: E402
+from dvfslab.sweep.twin import SimExecutor  # noqa: E402
 
 WORKLOADS = ["bert-small/sst2", "pythia-70m/rte"]
 LEVELS = [306.0, 816.0, 1300.5]

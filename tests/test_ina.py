@@ -13,7 +13,8 @@ import shutil
 import pytest
 
 from dvfslab.cli import main
-from dvfslab.hw.jetson.backend import jetpack_release, open_backend
+from dvfslab.hw.jetson.backend import open_backend
+from dvfslab.hw.jetson.board import jetpack_release
 from dvfslab.hw.jetson.ina import other_sensor_readers, sensor_update_period_s
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
 from dvfslab.measure.loop import tick_loop

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dvfslab.core.boards import ORIN_LEVELS_MHZ
 from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
@@ -25,7 +26,7 @@ from dvfslab.hw.jetson import JetsonClocks, find_gpu_devfreq
 from dvfslab.hw.jetson.clocks import plan_lock_writes, plan_range_writes
 from dvfslab.hw.jetson.safety import StateFile, make_saved, pid_alive
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
-from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, ORIN_LEVELS_HZ, FakeKernelIO, build_board
+from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, FakeKernelIO, build_board, levels_hz
 
 ORIGINAL = {"governor": "nvhost_podgov", "min_freq_hz": 306000000, "max_freq_hz": 1300500000}
 EXPECTED_NODES = {"agx-orin-jp5": ("17000000.ga10b", "ga10b", 11), "agx-orin-jp6": ("17000000.gpu", "gpu", 11),
@@ -52,7 +53,7 @@ def test_plan_raising_writes_max_first_lowering_min_first():
         plan_range_writes(0, 10, 5, 4)
 
 
-levels = st.sampled_from(ORIN_LEVELS_HZ)
+levels = st.sampled_from(levels_hz(ORIN_LEVELS_MHZ))
 
 
 @given(levels, levels, levels, levels)

@@ -124,12 +124,12 @@ def test_an_idle_gpu_below_the_lock_is_unverified_not_failed(monkeypatch):
     clocks.sleep = no_sleep
     st = clocks.lock(1410)  # no error: the clock rises when work arrives
     assert st.cur_freq_mhz == 210.0 and mod.fake_gpus[0].locked_mhz == (1410, 1410)
-    assert clocks.last_lock_check.status == "idle" and clocks.last_lock_check.reasons == ("GPU idle",)
-    assert "unverified" in clocks.last_lock_check.message()
+    assert clocks.last_lock_check.status == "unverified" and clocks.last_lock_check.reasons == ("GPU idle",)
+    assert "unverified until the GPU has work" in clocks.last_lock_check.why
     mod.fake_gpus[0].util_pct = 80
     from dvfslab.hw.nvml import verify_locked_clock
     check = verify_locked_clock(clocks.s.handle, 1410.0, clocks.levels_mhz(), mod, sleep=no_sleep)
-    assert check.ok and check.actual_mhz == 1410.0
+    assert check.verified and check.measured_mhz == 1410.0
     clocks.reset()
 
 
@@ -190,7 +190,7 @@ def test_window_energy_is_the_counter_delta(monkeypatch):
     """Rule: window energy from nvmlDeviceGetTotalEnergyConsumption deltas. Window 100.05 s ..
     103.05 s, counter refreshed every 0.1 s: the edges read the refreshes at 100.0 and 103.0,
     so the delta is 2 s x 100 W + 1 s x 300 W = 500 J (the edge error is one refresh)."""
-    from dvfslab.hw.nvml import window_energy
+    from dvfslab.measure.energy import counter_energy_j
     clock = ManualClock()
     mod = install(monkeypatch, [h100(power_mw=100_000.0, energy_update_s=0.1)], clock=clock)
     reader = NvmlPowerReader(clock=clock)
@@ -201,23 +201,25 @@ def test_window_energy_is_the_counter_delta(monkeypatch):
     mod.set_power(0, 300_000.0)
     clock.t = 103.05
     end = reader.counter()
-    w = window_energy(reader, start, end)
-    assert w.source == "energy-counter" and w.energy_j == pytest.approx(500.0)
+    assert counter_energy_j(start, end) == pytest.approx(500.0)
     assert (start.t_s, end.t_s) == (100.05, 103.05)
 
 
 def test_counter_going_back_is_an_error_not_negative_energy(monkeypatch):
-    from dvfslab.hw.nvml import CounterReading, counter_energy_j
+    from dvfslab.hw.base import CounterReading
+    from dvfslab.measure.energy import counter_energy_j
     with pytest.raises(PowerReadError, match="driver reloaded"):
         counter_energy_j(CounterReading(1.0, 5_000.0), CounterReading(2.0, 1_000.0))
 
 
-def test_without_a_counter_the_window_is_the_labelled_sampled_energy(monkeypatch):
-    from dvfslab.hw.nvml import nvml_power_source, window_energy
+def test_without_a_counter_the_reader_declares_none(monkeypatch):
+    """Pre-Volta: no energy counter, so counter() is its null answer (the sampler then
+    integrates the samples, labelled with what they are)."""
+    from dvfslab.hw.nvml import nvml_power_source
     mod = install(monkeypatch, [h100(supports_energy=False, supports_instant_field=False)])
     reader = NvmlPowerReader()
-    assert reader.energy_source == "average-1s"
-    assert window_energy(reader, sampled_energy_j=42.0).source == "average-1s"
+    assert reader.energy_source == "average-1s" and reader.power_source == "average-1s"
+    assert reader.counter() is None
     handle = mod.nvmlDeviceGetHandleByIndex(0)
     assert nvml_power_source(handle, mod) == "average-1s"
     mod.fake_gpus[0].supports_instant_field = True

@@ -19,7 +19,14 @@ from dvfslab.harness.callback import DvfsCallback  # noqa: E402
 from dvfslab.harness.online_callback import OnlineDvfsCallback  # noqa: E402
 from dvfslab.harness.policy import LevelPolicy  # noqa: E402
 from dvfslab.harness.types import FinetuneError  # noqa: E402
-from dvfslab.hw.base import Backend, ClockState, DvfsError, PowerSample, UnsupportedFrequencyError  # noqa: E402
+from dvfslab.hw.base import (  # noqa: E402
+    Backend,
+    ClockState,
+    DvfsError,
+    PowerReader,
+    PowerSample,
+    UnsupportedFrequencyError,
+)
 from dvfslab.measure.sampler import PowerSampler  # noqa: E402
 
 LEVELS = [306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5]
@@ -73,7 +80,7 @@ class FakeClocks:
         self.locked_mhz = None
 
 
-class FakeRails:
+class FakeRails(PowerReader):
     """CPU + GPU rails drawing ``power_w(f)`` at the current level, 70 % of it on the GPU rail."""
 
     rails = total_rails = ("VDD_GPU_SOC", "VDD_CPU_CV")

@@ -12,7 +12,7 @@ import types
 import numpy as np
 import pytest
 
-from dvfslab.hw.base import DvfsError, PowerReadError, PowerSample
+from dvfslab.hw.base import DvfsError, PowerReader, PowerReadError, PowerSample
 from dvfslab.measure.loop import stop_event_wait, tick_loop
 from dvfslab.measure.sampler import (
     DEFAULT_PERIOD_S,
@@ -35,7 +35,7 @@ class VirtualClock:
         return self.t_s
 
 
-class FakeReader:
+class FakeReader(PowerReader):
     """An AGX Orin-shaped PowerReader: rails as functions of time (W), optional failures."""
 
     rails = (GPU, CPU, SYS)

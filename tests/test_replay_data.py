@@ -11,7 +11,7 @@ import pytest
 from dvfslab.cli import main
 from dvfslab.data.contract import load_dataset
 from dvfslab.sim.findings import findings_markdown, twin_findings
-from dvfslab.sim.generate import SimulationPlan, simulate_dataset
+from dvfslab.sweep.simulate import SimulationPlan, simulate_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "data" / "replay"

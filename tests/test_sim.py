@@ -19,7 +19,6 @@ from dvfslab.hw.base import (
 )
 from dvfslab.sim.backend import open_backend
 from dvfslab.sim.board import SimBoard
-from dvfslab.sim.generate import SimulationPlan
 from dvfslab.sim.model import (
     AGX_ORIN_64GB,
     AGX_XAVIER,
@@ -32,6 +31,7 @@ from dvfslab.sim.model import (
     voltage_v,
 )
 from dvfslab.sim.podgov import PodGovernor
+from dvfslab.sweep.simulate import SimulationPlan
 
 ORIN = AGX_ORIN_64GB
 LEVELS = np.array(ORIN.levels_mhz)

@@ -13,8 +13,8 @@ from dvfslab.data.contract import load_dataset
 from dvfslab.hw.base import DvfsError, format_mhz
 from dvfslab.sim.board import SimBoard
 from dvfslab.sim.findings import twin_findings
-from dvfslab.sim.generate import QUICK_MODELS, make_plan, simulate_dataset
 from dvfslab.sim.model import SimWorkload
+from dvfslab.sweep.simulate import QUICK_MODELS, make_plan, simulate_dataset
 
 FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
 

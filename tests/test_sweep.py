@@ -21,8 +21,15 @@ import pandas as pd
 import pytest
 
 from dvfslab.data.contract import WORKLOAD_COLUMNS, load_dataset
-from dvfslab.hw.base import Backend, FrequencyCappedError, PowerSample, check_level
-from dvfslab.sweep.executors import BaseExecutor, describe_executor, load_executor
+from dvfslab.hw.base import (
+    Backend,
+    ClockControl,
+    FrequencyCappedError,
+    PowerReader,
+    PowerSample,
+    check_level,
+)
+from dvfslab.sweep.executors import Executor, describe_executor, load_executor
 from dvfslab.sweep.plan import MAXN, SweepError, SweepPlan, make_plan, run_id_for, williams_rows
 from dvfslab.sweep.runner import run_sweep
 from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
@@ -44,7 +51,7 @@ IDLE_GPU_MW, IDLE_CPU_MW = 2000.0, 1000.0
 # --------------------------------------------------------------------------------------------
 
 
-class FakeBoard:
+class FakeBoard(ClockControl):
     """Virtual clock + locked level + temperature; power and step time follow the level."""
 
     def __init__(self, capped=()):
@@ -99,7 +106,7 @@ class FakeBoard:
                 sampler.sample_once()
 
 
-class FakePower:
+class FakePower(PowerReader):
     rails = ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0")
     total_rails = ("VDD_GPU_SOC", "VDD_CPU_CV")
     update_interval_s = None
@@ -130,7 +137,7 @@ def fake_backend(board: FakeBoard, telemetry: bool = True) -> Backend:
                    description={"board": "fake board", "jetpack": "6.0", "power_mode": "MAXN"})
 
 
-class VirtualExecutor(BaseExecutor):
+class VirtualExecutor(Executor):
     """Trains nothing: a run is ``steps`` steps of ``step_s`` virtual seconds at full load."""
 
     threaded_sampler = False
@@ -556,7 +563,7 @@ def test_board_lock_stops_a_second_sweep_on_the_same_board(tmp_path):
     with SweepLock(lock, "board"), pytest.raises(SweepLockedError, match="board"):
         run_sweep(make_plan(WORKLOADS, LEVELS), backend, VirtualExecutor(board), tmp_path / "other",
                   lock_dir=tmp_path / "locks", workloads=workloads_frame(WORKLOADS), progress=False)
-    assert board_lock_path(Backend("sim", clocks=board)) is None
+    assert board_lock_path(Backend("twin", clocks=board, simulated=True)) is None  # declared, not named
 
 
 def test_progress_without_a_terminal_is_one_line_per_run(tmp_path, capsys):

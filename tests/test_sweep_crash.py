@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from dvfslab.data.contract import load_dataset
-from dvfslab.sweep.runner import make_plan
+from dvfslab.sweep.plan import make_plan
 from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, build_board
 
 WORKLOADS = ["bert-small/sst2", "pythia-70m/mrpc"]

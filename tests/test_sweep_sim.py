@@ -13,8 +13,8 @@ from dvfslab.cli.sweep import resolve_workloads
 from dvfslab.data.contract import load_dataset
 from dvfslab.hw import get_backend
 from dvfslab.sim.board import SimBoard, SimWorkload
-from dvfslab.sim.executor import SimExecutor
 from dvfslab.sweep import make_plan, run_sweep
+from dvfslab.sweep.twin import SimExecutor
 
 
 @pytest.fixture

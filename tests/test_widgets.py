@@ -17,7 +17,7 @@ from PIL import Image  # noqa: E402
 from dvfslab.hw.jetson.backend import open_backend  # noqa: E402
 from dvfslab.lab import FrequencyDial, LivePowerPanel, SweepPanel  # noqa: E402
 from dvfslab.measure.sampler import PowerSampler  # noqa: E402
-from dvfslab.sweep.runner import make_plan  # noqa: E402
+from dvfslab.sweep.plan import make_plan  # noqa: E402
 from dvfslab.sweep.session import Cooldown  # noqa: E402
 from dvfslab.testing.executors import SleepExecutor  # noqa: E402
 from dvfslab.testing.fake_sysfs import build_board  # noqa: E402

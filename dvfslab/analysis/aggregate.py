@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dvfslab.core.errors import DvfsError
+from dvfslab.core.errors import SweepError  # one definition, shared with dvfslab.sweep
 from dvfslab.core.files import atomic_write_json, atomic_write_text
 from dvfslab.core.levels import snap_mhz
 from dvfslab.data.contract import Dataset
@@ -43,10 +43,6 @@ MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j
 
 # pandas >= 3 parses floats exactly by default and deprecates the option that older ones need
 _ROUND_TRIP = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
-
-
-class SweepError(DvfsError):
-    """A sweep lacks what an analysis step needs (no fixed-level runs, a missing table ...)."""
 
 
 def _snap(freqs: pd.Series, table: Sequence[float]) -> pd.Series:

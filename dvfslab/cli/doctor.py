@@ -18,9 +18,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dvfslab.cli import hardware
 from dvfslab.hw.base import BackendUnavailableError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dvfslab.hw.jetson.sysfs import SysfsIO
 
 DEFAULT_SAMPLE_S = 2.0
 
@@ -48,12 +52,11 @@ class TimeSource:
         self.clock, self.advance = clock, advance
 
     @classmethod
-    def for_io(cls, io) -> TimeSource:
-        """The injected sysfs I/O's own virtual clock when it carries one, else real time."""
-        clock = getattr(io, "clock", None)
-        if callable(clock) and callable(getattr(clock, "advance", None)):
-            return cls(clock, clock.advance)
-        return cls()
+    def for_io(cls, io: SysfsIO) -> TimeSource:
+        """The injected sysfs I/O's own virtual clock when it carries one
+        (:attr:`~dvfslab.hw.jetson.sysfs.SysfsIO.virtual_clock`), else real time."""
+        clock = io.virtual_clock
+        return cls() if clock is None else cls(clock, clock.advance)
 
     def wait_until(self, end_s: float) -> Callable[[float], bool]:
         def wait(delay_s: float) -> bool:
@@ -82,9 +85,7 @@ def _sampler_line(reader, t: TimeSource, seconds: float):
     try:
         return check_sampler(sample_stats(reader, t, seconds), seconds)
     finally:
-        close = getattr(reader, "close", None)
-        if close is not None:
-            close()
+        reader.close()
 
 
 def jetson_report(args, t: TimeSource | None = None, io=None) -> list:

@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from dvfslab.cli import hardware
-from dvfslab.hw.base import BackendUnavailableError, DvfsError, check_level, format_mhz
+from dvfslab.hw.base import BackendUnavailableError, DvfsError, format_mhz
 
 
 def register(sub) -> None:
@@ -68,29 +68,13 @@ def workload_features(args) -> dict:
     return feats
 
 
-class _SimLock:
-    """The simulated board's clocks with the ``lock(freq, nearest=)`` of the Jetson clocks."""
-
-    def __init__(self, clocks):
-        self.clocks = clocks
-
-    def lock(self, freq_mhz: float, nearest: bool = False):
-        return self.clocks.lock(check_level(freq_mhz, self.clocks.levels_mhz(), nearest=nearest))
-
-    def state(self):
-        return self.clocks.state()
-
-    def reset(self) -> None:
-        self.clocks.reset()
-
-
 def _clock_control(args):
     if args.backend == "sim":
         from dvfslab.hw import get_backend
 
         print("dvfslab govern: --backend sim: the level is locked on the SIMULATED board; this machine's GPU is "
               "not touched", file=sys.stderr)
-        return _SimLock(get_backend("sim").clocks)
+        return get_backend("sim").clocks
     try:
         return hardware._clocks(args)
     except BackendUnavailableError as err:

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 
-from dvfslab.hw.base import DvfsError, format_mhz
+from dvfslab.hw.base import ClockControl, DvfsError, format_mhz
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -98,7 +98,7 @@ def _jetson_lines(args, io) -> list[str]:
         lines.append(f"  state file: {clocks.state_file.path}: originals {saved.describe()}; "
                      "`dvfslab clocks --restore` puts them back")
     lines.append("  power rails: " + _rails_text(be.power, d))
-    if getattr(be.power, "support_note", None):  # an untested board says so
+    if be.power is not None and be.power.support_note:  # an untested board says so
         lines.append(f"  {be.power.support_note}")
     load = be.telemetry.gpu_load_pct()
     lines.append(f"  GPU load: {'unknown' if load is None else f'{load:g} %'}")
@@ -120,11 +120,11 @@ def _rule_lines(clocks) -> list[str]:
             "  MAXN baseline: " + ("ok" if base.ok else "NOT ready: " + "; ".join(base.problems))]
 
 
-def _lock_check_line(clocks) -> str:
-    check = getattr(clocks, "last_lock_check", None)
+def _lock_check_line(clocks: ClockControl) -> str:
+    check = clocks.last_lock_check
     if check is None:
         return ""
-    return (f"; measured {format_mhz(check.measured_mhz)} MHz (BPMP counter)" if check.verified
+    return (f"; measured {format_mhz(check.measured_mhz)} MHz ({check.source})" if check.verified
             else f"; lock {check.why}")
 
 
@@ -263,8 +263,8 @@ def _exit_code(rc: int) -> int:
 def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
     """Lock ``args.freq`` (``None``: leave the clock alone), run ``args.cmd``, restore.
 
-    ``clocks``: any object with ``lock(freq_mhz, nearest=...)``, ``state()`` and ``reset()``
-    (default: the Jetson clocks under ``args.sysfs_root``); ``dvfslab govern`` reuses this.
+    ``clocks``: any :class:`~dvfslab.hw.base.ClockControl` (default: the Jetson clocks under
+    ``args.sysfs_root``); ``dvfslab govern`` reuses this.
     """
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
     if not cmd:

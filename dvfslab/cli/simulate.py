@@ -38,7 +38,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from dvfslab.hw.base import DvfsError
-    from dvfslab.sim.generate import make_plan, simulate_dataset
+    from dvfslab.sweep.simulate import make_plan, simulate_dataset
 
     phases = None
     if args.window_phases is not None:

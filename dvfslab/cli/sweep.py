@@ -147,7 +147,7 @@ def make_executor(args):
     if args.step_rows < 0:
         raise DvfsError(f"--step-rows must be >= 0, got {args.step_rows}")
     if args.backend == "sim":
-        from dvfslab.sim.executor import SimExecutor
+        from dvfslab.sweep.twin import SimExecutor
 
         return SimExecutor(step_rows=args.step_rows)
     return executors.FinetuneExecutor(step_rows=args.step_rows)

@@ -1,9 +1,9 @@
-"""The bottom layer every other room builds on: errors, frequency levels, file helpers.
+"""The bottom layer every other room builds on: errors, frequency levels, file helpers, boards.
 
 Nothing here imports numpy or pandas, so a governor on a board starts fast.
 """
 
-from dvfslab.core.errors import DvfsError
+from dvfslab.core.errors import DvfsError, SweepError
 from dvfslab.core.files import (
     atomic_write_bytes,
     atomic_write_json,
@@ -16,6 +16,7 @@ from dvfslab.core.levels import UnsupportedFrequencyError, check_level, format_m
 
 __all__ = [
     "DvfsError",
+    "SweepError",
     "UnsupportedFrequencyError",
     "atomic_write_bytes",
     "atomic_write_json",

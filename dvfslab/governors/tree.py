@@ -27,7 +27,7 @@ from dvfslab.governors.errors import GovernorError, check_format, read_model_jso
 TREE_FORMAT = "dvfslab-tree"
 TREE_VERSION = 1
 #: the Orin's GPU levels (MHz), the table the paper's tree was published for
-ORIN_LEVELS_MHZ = (306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5)
+from dvfslab.core.boards import ORIN_LEVELS_MHZ  # noqa: E402  (one board table: dvfslab.core.boards)
 
 
 class TreeGovernor:

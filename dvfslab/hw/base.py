@@ -1,11 +1,16 @@
 """Backend protocols shared by the Jetson, NVML and simulated boards.
 
-Two small protocols rather than one wide class:
+Small protocols rather than one wide class:
 
 * :class:`ClockControl` lists the GPU levels, reads the clock state, locks one level and
-  resets to what the board had before.
+  resets to what the board had before; it declares what a backend may lack (the check of a
+  lock, the pre-sweep baseline check, recovery after a crash) with null implementations.
 * :class:`PowerReader` names its rails and reads all of them at once, in mW, with a
-  monotonic timestamp.
+  monotonic timestamp; it declares the optional energy counter, sample label and close.
+* :class:`Telemetry`: GPU load and temperatures.
+
+Implementations subclass the protocols, so a capability a backend lacks is its null
+implementation, never a missing attribute: callers do not probe backends.
 
 Every frequency crossing these interfaces is in MHz and every power in mW; Hz and kHz are
 converted once, at the sysfs/NVML boundary.
@@ -67,6 +72,62 @@ class ClockState:
         return self.min_freq_mhz == self.max_freq_mhz
 
 
+#: what a lock check found: the clock at the level; not measurable (or, on NVML, below the level
+#: only because the GPU is idle); held below it (a power / thermal clamp); above it (no lock)
+LOCK_STATUSES = ("verified", "unverified", "capped", "not-locked")
+
+
+def lock_status(requested_mhz: float, measured_mhz: float | None, tolerance_mhz: float, *,
+                idle: bool = False) -> str:
+    """The :data:`LOCK_STATUSES` entry for a clock measured after a lock (the one rule for every
+    backend): within ``tolerance_mhz`` verified, above the request not-locked, below it capped
+    (unverified when ``idle``: the lock holds once work arrives); unmeasured is unverified."""
+    if measured_mhz is None:
+        return "unverified"
+    if abs(measured_mhz - requested_mhz) <= tolerance_mhz:
+        return "verified"
+    if measured_mhz > requested_mhz:
+        return "not-locked"
+    return "unverified" if idle else "capped"
+
+
+@dataclass(frozen=True)
+class LockCheck:
+    """What the GPU clock measured after a lock, the same on every backend that can measure it.
+
+    ``measured_mhz`` comes from ``source`` (Jetson: the BPMP counter; NVML: the graphics clock
+    read back); ``None``: not measurable here. ``status`` is one of :data:`LOCK_STATUSES`;
+    ``why`` says it in words; ``reasons`` are the device's own reasons for the clock, when it
+    gives them (NVML's clocks-event reasons). A sweep records requested, measured, verified and
+    why of every fixed run.
+    """
+
+    requested_mhz: float
+    measured_mhz: float | None
+    status: str
+    why: str
+    source: str = ""
+    reasons: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in LOCK_STATUSES:
+            raise ValueError(f"LockCheck status must be one of {LOCK_STATUSES}, got {self.status!r}")
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+    @property
+    def failed(self) -> bool:
+        """The clock is not at the level (held below it, or above it): the lock must be undone."""
+        return self.status in ("capped", "not-locked")
+
+    def record(self) -> dict:
+        """What a sweep keeps in a fixed run's record (``extras["lock_check"]``)."""
+        return {"requested_mhz": self.requested_mhz, "measured_mhz": self.measured_mhz,
+                "verified": self.verified, "why": self.why}
+
+
 @dataclass(frozen=True)
 class PowerSample:
     """One reading of every rail of a :class:`PowerReader`.
@@ -89,9 +150,26 @@ class PowerSample:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CounterReading:
+    """One read of a device's energy counter: ``t_s`` on the backend's clock, ``energy_mj`` as read."""
+
+    t_s: float
+    energy_mj: float
+
+
 @runtime_checkable
 class ClockControl(Protocol):
-    """GPU clock control of one device."""
+    """GPU clock control of one device.
+
+    Every implementation subclasses this protocol, which declares what a backend may lack with
+    a null implementation: ``last_lock_check`` stays ``None`` on a backend that cannot measure
+    the clock after a lock, :meth:`preflight` checks nothing and :meth:`recover` restores
+    nothing on one that keeps no state. Callers use them without asking what the backend is.
+    """
+
+    #: what the clock measured after the last lock (None: no lock yet, or not measurable here)
+    last_lock_check: LockCheck | None = None
 
     def levels_mhz(self) -> list[float]:
         """The GPU frequency levels the board offers, ascending, in MHz."""
@@ -101,8 +179,8 @@ class ClockControl(Protocol):
         """Current clock state."""
         ...
 
-    def lock(self, freq_mhz: float) -> ClockState:
-        """Pin the GPU to one level; return the state read back after the write.
+    def lock(self, freq_mhz: float, nearest: bool = False) -> ClockState:
+        """Pin the GPU to one level (``nearest``: snap a non-level); return the state read back.
 
         Raises :class:`UnsupportedFrequencyError` for a value that is not a level,
         :class:`ClockPermissionError` when not permitted and :class:`FrequencyCappedError`
@@ -114,22 +192,50 @@ class ClockControl(Protocol):
         """Give the clocks back: restore what the board had before the first lock."""
         ...
 
+    def preflight(self) -> str | None:
+        """Check the board is at the baseline a sweep's MAXN runs need (Jetson: MAXN, min < max,
+        a load-following governor); raise :class:`DvfsError` naming every problem and its fix.
+        Returns one line for the sweep's record, or None when this backend has nothing to check."""
+        return None
+
+    def recover(self) -> str | None:
+        """Restore clocks a killed process left pinned (Jetson: the state file), refusing clocks
+        a live process holds. Returns what was restored, in words, or None when nothing was
+        pending or this backend keeps no such state."""
+        return None
+
 
 @runtime_checkable
 class PowerReader(Protocol):
     """Power rails of one device.
 
     ``rails`` are all rails read; ``total_rails`` the subset whose sum is the paper's
-    "CPU + GPU" power (``VDD_CPU_CV`` + ``VDD_GPU_SOC`` on AGX Orin). ``update_interval_s``
-    is the sensor's own refresh period when known, else ``None``.
+    "CPU + GPU" power (``VDD_CPU_CV`` + ``VDD_GPU_SOC`` on AGX Orin). Every implementation
+    subclasses this protocol, which declares what a reader may lack with a null default:
+    ``update_interval_s`` (the sensor's own refresh period; None: unknown), ``power_source``
+    (what each sample is, ``"instant"`` or ``"average-1s"`` on NVML; None: the rails as read),
+    ``support_note`` (one line when the board's sensor layout is untested), :meth:`counter`
+    (None: no energy counter, a window's energy is the integral of the samples) and
+    :meth:`close` (nothing to release).
     """
 
     rails: tuple[str, ...]
     total_rails: tuple[str, ...]
-    update_interval_s: float | None
+    update_interval_s: float | None = None
+    power_source: str | None = None
+    support_note: str | None = None
 
     def read(self) -> PowerSample:
         ...
+
+    def counter(self) -> CounterReading | None:
+        """The device's energy counter read now, stamped on the backend's clock (a window's
+        edge); None when the device has none."""
+        return None
+
+    def close(self) -> None:
+        """Release what the reader holds open (files, a connection); reading again reopens."""
+        return None
 
 
 @runtime_checkable
@@ -182,9 +288,13 @@ class Backend:
     virtual_time: bool = False
 
     def close(self) -> None:
-        """Restore the clocks if this backend changed them."""
-        if self.clocks is not None:
-            self.clocks.reset()
+        """Restore the clocks if this backend changed them; close the power reader."""
+        try:
+            if self.clocks is not None:
+                self.clocks.reset()
+        finally:
+            if self.power is not None:
+                self.power.close()
 
     def __enter__(self) -> Backend:
         return self

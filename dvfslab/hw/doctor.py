@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 
 from dvfslab.core.levels import format_mhz
 from dvfslab.hw.base import DvfsError, PowerReadError
-from dvfslab.hw.jetson.backend import board_model, jetpack_release
 from dvfslab.hw.jetson.baseline import FIXED_GOVERNORS, RESTORE_FIX
+from dvfslab.hw.jetson.board import board_model, jetpack_release, support_note
 from dvfslab.hw.jetson.clocks import JetsonClocks
-from dvfslab.hw.jetson.ina import other_sensor_readers, support_note
+from dvfslab.hw.jetson.ina import other_sensor_readers
 from dvfslab.hw.jetson.nvpmodel import MAXN_FIX
 from dvfslab.hw.jetson.power import JetsonPowerReader
 from dvfslab.hw.jetson.railgate import find_railgate_control

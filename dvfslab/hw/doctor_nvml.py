@@ -76,11 +76,11 @@ def check_lock(clocks: NvmlClocks) -> Check:
     finally:
         clocks.reset()
     asked = " and ".join(format_mhz(f) for f in targets)
-    if all(c.ok for c in checks):
-        got = " and ".join(format_mhz(c.actual_mhz) for c in checks)
+    if all(c.verified for c in checks):
+        got = " and ".join(format_mhz(c.measured_mhz) for c in checks)
         return Check("lock", "ok", f"{asked} MHz locked, graphics clock read {got} MHz; clocks reset")
-    idle = next(c for c in checks if not c.ok)
-    return Check("lock", "warn", f"{asked} MHz locked but {idle.message()}; clocks reset",
+    idle = next(c for c in checks if not c.verified)
+    return Check("lock", "warn", f"{asked} MHz locked but {idle.why}; clocks reset",
                  "run the doctor while the GPU has work, or trust the lock once a run starts")
 
 

@@ -25,8 +25,15 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
-from dvfslab.hw.base import Backend, BackendUnavailableError, DvfsError, PowerReadError, PowerSample
-from dvfslab.hw.jetson.power import total_rails_for
+from dvfslab.hw.base import (
+    Backend,
+    BackendUnavailableError,
+    DvfsError,
+    PowerReader,
+    PowerReadError,
+    PowerSample,
+)
+from dvfslab.hw.jetson.board import board_family
 
 SERVICE_FIX = ("start it with `sudo systemctl start jtop.service` "
                "(install it first with `sudo jtop --install-service` if it is missing)")
@@ -96,7 +103,7 @@ def jtop_gpu_freq_mhz(gpu: Mapping) -> float | None:
     return cur if mhz else cur / 1000.0
 
 
-class JtopPowerReader:
+class JtopPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader` over ``jtop().power`` (mW per rail).
 
     ``rails`` (what the sampler stores, required on every read) are the rails of the CPU + GPU
@@ -121,7 +128,7 @@ class JtopPowerReader:
         if not all_rails:
             self._jetson.close()
             raise BackendUnavailableError("jtop reports no power rails on this board")
-        self.board_family, self.total_rails = total_rails_for(all_rails)
+        self.board_family, self.total_rails = board_family(all_rails)
         self.rails = tuple(self.total_rails)
         self.extra_rails = tuple(r for r in all_rails if r not in self.rails)
         self.update_interval_s = float(getattr(self._jetson, "interval", interval_s))

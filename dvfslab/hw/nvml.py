@@ -5,7 +5,8 @@
   and reset.
 * :class:`NvmlPowerReader`: board power in mW (rail ``"GPU"``) from the instant power field
   where the driver has it, and the energy counter in mJ for window energy
-  (:func:`window_energy`). ``nvmlDeviceGetPowerUsage`` is a trailing 1 s average on Ampere
+  (:meth:`NvmlPowerReader.counter`, read by the sampler at every window's edges).
+  ``nvmlDeviceGetPowerUsage`` is a trailing 1 s average on Ampere
   (except GA100) and newer, so it is used only where nothing better exists, and labelled.
 
 NVML errors are translated in one place, :func:`nvml_error`. Only on a Jetson (Tegra) GPU does
@@ -22,31 +23,30 @@ import re
 import time
 from collections.abc import Callable
 
+from dvfslab.core import boards
 from dvfslab.hw.base import (
     Backend,
     BackendUnavailableError,
+    ClockControl,
     ClockPermissionError,
     ClockState,
+    CounterReading,
     DvfsError,
     FrequencyCappedError,
+    LockCheck,
+    PowerReader,
     PowerReadError,
     PowerSample,
     check_level,
+    lock_status,
 )
-from dvfslab.hw.nvml_power import (
-    CounterReading,
-    counter_energy_j,
-    energy_source,
-    sample_source,
-    window_energy,
-)
+from dvfslab.hw.nvml_power import energy_source, sample_source
 
-__all__ = ["NvmlClocks", "NvmlPowerReader", "LockCheck", "CounterReading", "counter_energy_j",
-           "nvml_error", "nvml_power_source", "verify_locked_clock", "window_energy", "open_backend"]
+__all__ = ["NvmlClocks", "NvmlPowerReader", "nvml_error", "nvml_power_source", "verify_locked_clock",
+           "open_backend"]
 
 log = logging.getLogger(__name__)
 
-TEGRA_NAME = re.compile(r"orin|thor|xavier|tegra|nvgpu|jetson", re.I)
 TEGRA_HINT = ("NVML does not offer power and clock control on Jetson (Tegra) boards; "
               "use --backend jetson there")
 #: clocks-event reason bits (nvmlClocksEventReason*) -> words; GPU idle first
@@ -66,8 +66,10 @@ def import_pynvml():
 
 
 def is_tegra(name: str | None) -> bool:
-    """Whether NVML's device name is a Jetson's integrated GPU (``Orin (nvgpu)``, ``...Thor``)."""
-    return bool(name) and bool(TEGRA_NAME.search(name))
+    """Whether NVML's device name is a Jetson's integrated GPU (``Orin (nvgpu)``, ``...Thor``):
+    a word of :func:`dvfslab.core.boards.tegra_words` in it."""
+    low = (name or "").lower()
+    return any(w in low for w in boards.tegra_words())
 
 
 def _not_supported_hint(what: str, device_name: str | None) -> str:
@@ -129,53 +131,20 @@ class _Nvml:
 # --------------------------------------------------------------------------------------------
 
 
-class LockCheck:
-    """What the graphics clock did after a lock: ``status`` is ``"verified"`` (at the level),
-    ``"idle"`` (below it with only the GPU-idle reason: the lock holds once work arrives, so
-    it is unverified, not failed), ``"capped"`` (below it for a power / thermal reason or none
-    known) or ``"not-locked"`` (above it)."""
-
-    def __init__(self, target_mhz: float, actual_mhz: float, reasons: tuple[str, ...] | None,
-                 tolerance_mhz: float):
-        self.target_mhz, self.actual_mhz, self.reasons = target_mhz, actual_mhz, reasons
-        if abs(actual_mhz - target_mhz) <= tolerance_mhz:
-            self.status = "verified"
-        elif actual_mhz > target_mhz:
-            self.status = "not-locked"
-        else:
-            self.status = "idle" if reasons == ("GPU idle",) else "capped"
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "verified"
-
-    # the fields of the Jetson backend's check (hw.jetson.bpmp.LockCheck), so a sweep records
-    # either the same way
-    @property
-    def requested_mhz(self) -> float:
-        return self.target_mhz
-
-    @property
-    def measured_mhz(self) -> float:
-        return self.actual_mhz
-
-    @property
-    def verified(self) -> bool:
-        return self.ok
-
-    @property
-    def why(self) -> str:
-        return self.message()
-
-    def message(self) -> str:
-        why = ", ".join(self.reasons) if self.reasons else "no reason reported"
-        head = f"graphics clock {self.actual_mhz:g} MHz after locking {self.target_mhz:g} MHz"
-        return {"verified": f"{head}: verified",
-                "idle": f"{head} ({why}): unverified until the GPU has work",
-                "capped": f"{head} ({why}): the GPU does not reach the level; lower the level, "
-                          "raise the power limit (`nvidia-smi -pl`) or cool the GPU",
-                "not-locked": f"{head}: the lock did not take (another tool or a driver policy "
-                              "holds the clocks? `nvidia-smi -q -d CLOCK`)"}[self.status]
+def lock_message(requested_mhz: float, measured_mhz: float, status: str,
+                 reasons: tuple[str, ...] | None) -> str:
+    """The words of an NVML lock check: the clock read back, the reasons, and the fix."""
+    why = ", ".join(reasons) if reasons else "no reason reported"
+    head = f"graphics clock {measured_mhz:g} MHz after locking {requested_mhz:g} MHz"
+    if status == "verified":
+        return f"{head}: verified"
+    if status == "unverified":
+        return f"{head} ({why}): unverified until the GPU has work"
+    if status == "capped":
+        return (f"{head} ({why}): the GPU does not reach the level; lower the level, raise the "
+                "power limit (`nvidia-smi -pl`) or cool the GPU")
+    return (f"{head}: the lock did not take (another tool or a driver policy holds the clocks? "
+            "`nvidia-smi -q -d CLOCK`)")
 
 
 def clock_event_reasons(nvml, handle) -> tuple[str, ...] | None:
@@ -200,21 +169,26 @@ def verify_locked_clock(handle, target_mhz: float, levels_mhz: list[float], nvml
                         reads: int = 3, pause_s: float = 0.05,
                         sleep: Callable[[float], None] = time.sleep) -> LockCheck:
     """Read the graphics clock back after ``nvmlDeviceSetGpuLockedClocks`` (up to ``reads``
-    times, ``sleep(pause_s)`` between) and say whether it reached ``target_mhz``."""
+    times, ``sleep(pause_s)`` between) and say whether it reached ``target_mhz``: verified at
+    the level; below it with only the GPU-idle reason unverified (the lock holds once work
+    arrives); below it for a power / thermal reason or none known capped; above it not-locked."""
     nvml = nvml or import_pynvml()
     check = None
     for i in range(max(1, reads)):
         if i:
             sleep(pause_s)
         actual = float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_GRAPHICS))
-        check = LockCheck(target_mhz, actual, clock_event_reasons(nvml, handle),
-                          _tolerance_mhz(target_mhz, levels_mhz))
-        if check.ok:
+        reasons = clock_event_reasons(nvml, handle)
+        status = lock_status(target_mhz, actual, _tolerance_mhz(target_mhz, levels_mhz),
+                             idle=reasons == ("GPU idle",))
+        check = LockCheck(target_mhz, actual, status, lock_message(target_mhz, actual, status, reasons),
+                          source="graphics clock", reasons=reasons)
+        if check.verified:
             break
     return check
 
 
-class NvmlClocks:
+class NvmlClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` through NVML locked clocks (MHz), verified."""
 
     def __init__(self, index: int = 0, *, session: _Nvml | None = None,
@@ -254,11 +228,11 @@ class NvmlClocks:
             self.reset()
             raise
         self.last_lock_check = check
-        if check.status in ("capped", "not-locked"):
+        if check.failed:
             self.reset()
-            raise FrequencyCappedError(f"NVML {self.s.name}: {check.message()}; the clocks were reset")
-        if check.status == "idle":
-            log.warning("NVML %s: %s", self.s.name, check.message())
+            raise FrequencyCappedError(f"NVML {self.s.name}: {check.why}; the clocks were reset")
+        if not check.verified:
+            log.warning("NVML %s: %s", self.s.name, check.why)
         return self.state()
 
     def reset(self) -> None:
@@ -294,12 +268,13 @@ def nvml_power_source(handle, nvml=None, name: str | None = None) -> str:
     return energy_source(nvml, handle, name)
 
 
-class NvmlPowerReader:
+class NvmlPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader`: one rail ``"GPU"`` (board power, mW).
 
     ``power_source`` says what each sample is (``"instant"`` or ``"average-1s"``);
-    ``energy_source`` where a window's energy comes from (:func:`window_energy`). ``clock``
-    stamps samples and counter readings (the backend's clock).
+    ``energy_source`` where a window's energy comes from: ``"energy-counter"`` when
+    :meth:`counter` answers (Volta and newer), else what the samples are. ``clock`` stamps
+    samples and counter readings (the backend's clock).
     """
 
     rails = ("GPU",)
@@ -343,8 +318,11 @@ class NvmlPowerReader:
         with self.s.call("total energy consumption", PowerReadError):
             return float(self.s.nvml.nvmlDeviceGetTotalEnergyConsumption(self.s.handle))
 
-    def counter(self) -> CounterReading:
-        """The energy counter stamped at the middle of its read (a window edge)."""
+    def counter(self) -> CounterReading | None:
+        """The energy counter stamped at the middle of its read (a window edge); None on a GPU
+        without one (before Volta)."""
+        if self.energy_source != "energy-counter":
+            return None
         t0 = self.clock()
         mj = self.energy_mj()
         return CounterReading(t_s=(t0 + self.clock()) / 2, energy_mj=mj)

@@ -1,4 +1,4 @@
-"""Which NVML power reading to trust, and the energy of a window from the energy counter.
+"""Which NVML power reading to trust: the energy counter, the instant field, or the 1 s average.
 
 NVML offers three readings of a GPU's power, and they are not the same thing:
 
@@ -10,20 +10,18 @@ NVML offers three readings of a GPU's power, and they are not the same thing:
   second, so it is the fallback, and labelled ``"average-1s"``.
 
 Every function takes the ``pynvml`` module (or the fake) and a device handle; nothing here
-imports pynvml. Sources and window edges: docs/hardware.md ("NVML").
+imports pynvml. A window's energy from two counter readings is
+:func:`dvfslab.measure.energy.counter_energy_j` (the sampler reads the counter at its edges).
+Sources and window edges: docs/hardware.md ("NVML").
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
-from dvfslab.hw.base import PowerReadError
 
 #: data-centre GA100 boards (A100, A30, A800): Ampere, but power usage is instantaneous
 GA100_NAME = re.compile(r"\bA(100|30|800)\b")
 AMPERE = 7  # NVML_DEVICE_ARCH_AMPERE, when the module lacks the constant
-VOLTA = 5
 
 
 def instant_field(nvml, handle) -> int | None:
@@ -72,52 +70,3 @@ def energy_source(nvml, handle, name: str | None) -> str:
     if has_energy_counter(nvml, handle):
         return "energy-counter"
     return sample_source(nvml, handle, name)[0]
-
-
-@dataclass(frozen=True)
-class CounterReading:
-    """One read of the energy counter: ``t_s`` on the backend's clock, ``energy_mj`` as read."""
-
-    t_s: float
-    energy_mj: float
-
-
-def counter_energy_j(start: CounterReading, end: CounterReading) -> float:
-    """Energy in J between two counter readings (a window's edges)."""
-    if end.t_s < start.t_s:
-        raise PowerReadError(f"energy counter read at t={end.t_s:.6f} s before the window began "
-                             f"(t={start.t_s:.6f} s); read the end after the start")
-    delta_mj = end.energy_mj - start.energy_mj
-    if delta_mj < 0:
-        raise PowerReadError(
-            f"the NVML energy counter went back from {start.energy_mj:.0f} to {end.energy_mj:.0f} mJ "
-            "(driver reloaded or GPU reset during the window?); measure the window again")
-    return delta_mj / 1000.0
-
-
-@dataclass(frozen=True)
-class WindowEnergy:
-    """A window's energy and where it came from (``"energy-counter"``, ``"instant"``,
-    ``"average-1s"``)."""
-
-    energy_j: float
-    source: str
-
-
-def window_energy(reader, start: CounterReading | None = None, end: CounterReading | None = None,
-                  sampled_energy_j: float | None = None) -> WindowEnergy:
-    """The energy of a window on an NVML GPU, from the best source ``reader`` has.
-
-    With the energy counter (``reader.energy_source == "energy-counter"``) it is the counter
-    delta between ``start`` and ``end`` (``reader.counter()`` at the window's edges). Otherwise
-    it is ``sampled_energy_j`` (the sampler's integral of ``reader``'s samples), labelled with
-    what those samples are, so a 1 s-average result is never mistaken for a measured one.
-    """
-    if reader.energy_source == "energy-counter" and start is not None and end is not None:
-        return WindowEnergy(counter_energy_j(start, end), "energy-counter")
-    if sampled_energy_j is None:
-        raise PowerReadError(
-            f"no energy for the window: the {reader.energy_source!r} source needs "
-            + ("the counter readings at both edges (reader.counter())"
-               if reader.energy_source == "energy-counter" else "the sampled energy (sampled_energy_j)"))
-    return WindowEnergy(float(sampled_energy_j), reader.power_source)

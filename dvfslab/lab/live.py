@@ -164,11 +164,10 @@ class SimLoad:
 
     def __init__(self, backend: Backend, sampler: PowerSampler, workload_id: str | None,
                  max_steps_per_call: int = 200):
-        board = getattr(backend, "board", None)
-        if board is None or not hasattr(board, "train"):
-            raise DvfsError(f"backend {backend.name!r} is not the simulated board: its time passes "
-                            "by itself; give the live panel advance=None")
-        self.board = board
+        from dvfslab.sim.backend import sim_board
+
+        self.board = board = sim_board(backend, "SimLoad", "on hardware time passes by itself; give "
+                                       "the live panel advance=None")
         self.sampler = sampler
         self.workload_id = workload_id
         self.workload = None
@@ -259,7 +258,7 @@ class LivePowerPanel:
     def history_frame(self) -> pd.DataFrame:
         """The readouts taken at each refresh (``t_s``, ``gpu_freq_mhz``, ``gpu_load_pct``, ``temp_c``)."""
         cols = ["t_s", "gpu_freq_mhz", "gpu_load_pct", "temp_c"]
-        return pd.DataFrame([[getattr(r, c) for c in cols] for r in self.history],
+        return pd.DataFrame([[r.t_s, r.gpu_freq_mhz, r.gpu_load_pct, r.temp_c] for r in self.history],
                             columns=cols, dtype=float)
 
     def figure(self):
@@ -353,7 +352,9 @@ def live_panel(backend: Backend, *, workload_id: str | None = None, refresh_s: f
                window_s: float = 30.0, sample_period_s: float | None = None) -> LivePowerPanel:
     """The live panel for ``backend``: on the twin, driven by a :class:`SimLoad` of
     ``workload_id`` on a virtual-time sampler; on hardware, a real-time sampler thread."""
-    if getattr(backend, "board", None) is not None and is_simulated(backend):
+    from dvfslab.sim.backend import SimBackend
+
+    if isinstance(backend, SimBackend):
         sampler = PowerSampler(backend.power, period_s=sample_period_s, clock=backend.clock,
                                threaded=False)
         return LivePowerPanel(backend, sampler, advance=SimLoad(backend, sampler, workload_id),

@@ -177,14 +177,13 @@ class SweepPanel:
 
 def default_executor(backend: Backend):
     """How a sweep run executes on ``backend``: simulated training on the twin
-    (:class:`~dvfslab.sim.executor.SimExecutor`), real fine-tuning elsewhere
+    (:class:`~dvfslab.sweep.twin.SimExecutor`), real fine-tuning elsewhere
     (:class:`~dvfslab.sweep.executors.FinetuneExecutor`, needs the ``finetune`` extra)."""
-    from dvfslab.sim.executor import SimExecutor
+    from dvfslab.sim.backend import SimBackend
     from dvfslab.sweep.executors import FinetuneExecutor
+    from dvfslab.sweep.twin import SimExecutor
 
-    if getattr(backend, "board", None) is not None and is_simulated(backend):
-        return SimExecutor()
-    return FinetuneExecutor()
+    return SimExecutor() if isinstance(backend, SimBackend) else FinetuneExecutor()
 
 
 def lab_summary(panel, dial, sweep: SweepPanel) -> dict:

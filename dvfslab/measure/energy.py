@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dvfslab.hw.base import DvfsError
+from dvfslab.hw.base import CounterReading, DvfsError, PowerReadError
 
 MW_PER_W = 1000.0
 
@@ -138,24 +138,6 @@ def integrate_rails(
     }
 
 
-def integrate_total(
-    t_s: ArrayLike,
-    rails_mw: Mapping[str, ArrayLike],
-    total_rails: Sequence[str],
-    t0_s: float | None = None,
-    t1_s: float | None = None,
-) -> float:
-    """Energy in J of the sum of ``total_rails`` (e.g. ``VDD_CPU_CV`` + ``VDD_GPU_SOC``)."""
-    missing = [r for r in total_rails if r not in rails_mw]
-    if missing:
-        raise EnergyInputError(
-            f"total rails {missing} are not among the sampled rails {sorted(rails_mw)}; "
-            "pass total_rails that the reader actually reads"
-        )
-    per_rail = integrate_rails(t_s, {r: rails_mw[r] for r in total_rails}, t0_s, t1_s)
-    return float(sum(per_rail.values()))
-
-
 # --------------------------------------------------------------------------------------------
 # Windows -> Measurement
 # --------------------------------------------------------------------------------------------
@@ -267,6 +249,23 @@ def measure_window(
         gpu_util_pct=_time_mean(t, samples.gpu_util_pct, t0_s, t1_s),
         gpu_freq_mhz=_time_mean(t, samples.gpu_freq_mhz, t0_s, t1_s),
     )
+
+
+def counter_energy_j(start: CounterReading, end: CounterReading) -> float:
+    """Energy in J between two readings of a device's energy counter (a window's edges).
+
+    A counter that went back (driver reloaded, GPU reset inside the window) is an error, never a
+    negative energy; so is an end read before the start.
+    """
+    if end.t_s < start.t_s:
+        raise PowerReadError(f"energy counter read at t={end.t_s:.6f} s before the window began "
+                             f"(t={start.t_s:.6f} s); read the end after the start")
+    delta_mj = end.energy_mj - start.energy_mj
+    if delta_mj < 0:
+        raise PowerReadError(
+            f"the energy counter went back from {start.energy_mj:.0f} to {end.energy_mj:.0f} mJ "
+            "(driver reloaded or GPU reset during the window?); measure the window again")
+    return delta_mj / 1000.0
 
 
 def with_counter_energy(m: Measurement, energy_j: float) -> Measurement:

@@ -32,7 +32,7 @@ Wait = Callable[[float], bool]
 
 def default_period_s(reader: PowerReader) -> float:
     """Half the reader's sensor update period when it exposes one (floored at 1 ms), else 10 ms."""
-    interval = getattr(reader, "update_interval_s", None)
+    interval = reader.update_interval_s
     if interval is not None and interval > 0:
         return max(PERIOD_PER_UPDATE * float(interval), MIN_DEFAULT_PERIOD_S)
     return DEFAULT_PERIOD_S
@@ -43,7 +43,7 @@ def resolve_period(reader: PowerReader, period_s: float | None) -> float:
         return default_period_s(reader)
     if not period_s > 0:
         raise SamplerError(f"period_s must be > 0 s, got {period_s!r}")
-    interval = getattr(reader, "update_interval_s", None)
+    interval = reader.update_interval_s
     if interval and period_s < PERIOD_PER_UPDATE * interval:
         log.warning("period %.4g s is shorter than half the sensor's update interval %.4g s: "
                     "consecutive samples will repeat readings", period_s, interval)

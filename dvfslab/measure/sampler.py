@@ -27,9 +27,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dvfslab.hw.base import PowerReader, PowerSample
-from dvfslab.hw.nvml_power import CounterReading, counter_energy_j
-from dvfslab.measure.energy import Measurement, SampleArrays, measure_window, with_counter_energy
+from dvfslab.hw.base import CounterReading, PowerReader, PowerSample
+from dvfslab.measure.energy import (
+    Measurement,
+    SampleArrays,
+    counter_energy_j,
+    measure_window,
+    with_counter_energy,
+)
 from dvfslab.measure.loop import (
     DEFAULT_PERIOD_S,
     ReadCost,
@@ -94,7 +99,6 @@ class PowerSampler:
         self.read_cost = ReadCost()
         self._windows = WindowBook()
         # a reader with an energy counter (NVML, Volta+) gives window energy as a counter delta
-        self._counter = reader.counter if getattr(reader, "energy_source", None) == "energy-counter" else None
         self._counter_at: dict[str, CounterReading] = {}
         self._running = False
         self._stop_event = threading.Event()
@@ -214,8 +218,9 @@ class PowerSampler:
             self.sample_once()
         t0 = self.clock()
         self._windows.begin(name, t0)
-        if self._counter is not None:
-            self._counter_at[name] = self._counter()
+        start = self.reader.counter()  # None: no counter, the samples' integral is the energy
+        if start is not None:
+            self._counter_at[name] = start
         return t0
 
     def end_window(self, name: str) -> Measurement:
@@ -234,7 +239,8 @@ class PowerSampler:
         t0 = self._windows.end(name)
         m = self.measure(t0, t1, name=name)
         start = self._counter_at.pop(name, None)
-        return m if start is None else with_counter_energy(m, counter_energy_j(start, self._counter()))
+        end = self.reader.counter() if start is not None else None
+        return m if end is None else with_counter_energy(m, counter_energy_j(start, end))
 
     @contextlib.contextmanager
     def window(self, name: str) -> Iterator[WindowResult]:
@@ -251,8 +257,8 @@ class PowerSampler:
         arrays = self._store.arrays(t0_s, t1_s)
         m = measure_window(arrays, t0_s, t1_s, self.total_rails, name=name,
                            idle_power_w=self.idle_power_w)
-        source = getattr(self.reader, "power_source", None)
-        return replace(m, energy_source=source) if isinstance(source, str) else m
+        source = self.reader.power_source  # what the samples are, when the reader labels them
+        return m if source is None else replace(m, energy_source=source)
 
     def measure_idle(self, seconds: float, sleep: Callable[[float], None] | None = None) -> float:
         """Measure idle CPU+GPU power (W) over ``seconds``; later windows report energy above it.

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dvfslab.hw.jetson.power import total_rails_for
+from dvfslab.hw.jetson.board import board_family
 from dvfslab.measure.trace import SampleFileError, rail_column, write_trace
 
 _STAMP = re.compile(r"^\s*(\d{2}-\d{2}-\d{4} \d{2}:\d{2}:\d{2})\s")
@@ -100,7 +100,7 @@ def read_tegrastats(log: str | os.PathLike | Iterable[str], *, interval_s: float
                               "is this a tegrastats log (tegrastats --logfile FILE)?")
     rails = list(parsed[0].rails_mw)
     kept = [p for p in parsed if set(rails) <= set(p.rails_mw)]
-    family, default_total = total_rails_for(rails)
+    family, default_total = board_family(rails)
     total = tuple(total_rails or default_total)
     missing = [r for r in total if r not in rails]
     if missing:

@@ -30,7 +30,7 @@ from dvfslab.core.files import (
     jsonable,
     utc_now,
 )
-from dvfslab.hw.base import DvfsError, PowerReadError, PowerSample
+from dvfslab.hw.base import DvfsError, PowerReader, PowerReadError, PowerSample
 from dvfslab.measure.energy import SampleArrays
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def sampler_sidecar(sampler: SavedSampler, meta: Mapping | None = None) -> dict:
     return {
         "rails": list(sampler.rails), "total_rails": list(sampler.total_rails),
         "columns": {r: rail_column(r) for r in sampler.rails},
-        "update_interval_s": getattr(sampler.reader, "update_interval_s", None),
+        "update_interval_s": sampler.reader.update_interval_s,
         "period_s": sampler.period_s, "threaded": sampler.threaded,
         "reader": type(sampler.reader).__name__, "n_samples": sampler.n_samples,
         "n_lost": len(lost), "lost_t_s": lost[:MAX_LOST_SAVED],
@@ -182,7 +182,7 @@ def load_samples(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:
     return frame, meta
 
 
-class ReplayPowerReader:
+class ReplayPowerReader(PowerReader):
     """A :class:`PowerReader` that serves a recorded trace on the current clock.
 
     The first ``read()`` (or ``start_s``) anchors the clock to the trace's first sample;

@@ -11,22 +11,21 @@ simulated, not measured.
   and the emulated ``nvhost_podgov`` (:mod:`dvfslab.sim.podgov`);
 * :mod:`dvfslab.sim.backend` — :func:`open_backend`: the board behind the :mod:`dvfslab.hw.base`
   protocols (``get_backend("sim")``);
-* :mod:`dvfslab.sim.executor` — :class:`SimExecutor`, the twin as a sweep executor;
-* :mod:`dvfslab.sim.generate` — :func:`simulate_dataset` (``dvfslab simulate``) and the twin's
-  findings next to the paper's. Parameters and checks: docs/calibration.md.
+* :mod:`dvfslab.sim.findings` — the twin's findings next to the paper's.
+
+The twin as a sweep executor (:class:`~dvfslab.sweep.twin.SimExecutor`) and ``dvfslab simulate``
+(:mod:`dvfslab.sweep.simulate`) run sweeps, so they live in the sweep room, above this one.
+Parameters and checks: docs/calibration.md.
 """
 
 from __future__ import annotations
 
 from dvfslab.sim.backend import SimBackend, open_backend
 from dvfslab.sim.board import SimBoard, TickStates, TrainResult
-from dvfslab.sim.executor import SimExecutor
 from dvfslab.sim.findings import twin_findings
-from dvfslab.sim.generate import SimulationPlan, make_plan, simulate_dataset
 from dvfslab.sim.model import PROFILES, BoardProfile, SimWorkload, get_profile
 
 __all__ = [
-    "PROFILES", "BoardProfile", "SimBackend", "SimBoard", "SimExecutor", "SimWorkload",
-    "SimulationPlan", "TickStates", "TrainResult", "get_profile", "make_plan", "open_backend",
-    "simulate_dataset", "twin_findings",
+    "PROFILES", "BoardProfile", "SimBackend", "SimBoard", "SimWorkload", "TickStates", "TrainResult",
+    "get_profile", "open_backend", "twin_findings",
 ]

@@ -12,13 +12,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dvfslab.hw.base import Backend, ClockState, PowerSample
+from dvfslab.hw.base import (
+    Backend,
+    ClockControl,
+    ClockState,
+    DvfsError,
+    PowerReader,
+    PowerSample,
+    Telemetry,
+    check_level,
+)
 from dvfslab.sim.board import SimBoard, TickStates
 
-__all__ = ["SimBackend", "SimClocks", "SimPowerReader", "SimTelemetry", "open_backend"]
+__all__ = ["SimBackend", "SimClocks", "SimPowerReader", "SimTelemetry", "open_backend", "sim_board"]
 
 
-class SimClocks:
+class SimClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` of a :class:`SimBoard`."""
 
     def __init__(self, board: SimBoard):
@@ -33,22 +42,20 @@ class SimClocks:
         hi = b.locked_mhz if b.locked_mhz is not None else b.governor.cap
         return ClockState(b.freq_mhz, lo, hi, "nvhost_podgov", tuple(self.levels_mhz()))
 
-    def lock(self, freq_mhz: float) -> ClockState:
-        self.board.lock(freq_mhz)
+    def lock(self, freq_mhz: float, nearest: bool = False) -> ClockState:
+        self.board.lock(check_level(freq_mhz, self.levels_mhz(), nearest=nearest))
         return self.state()
 
     def reset(self) -> None:
         self.board.unlock()
 
 
-class SimPowerReader:
+class SimPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader` of a :class:`SimBoard` (INA3221-like rails).
 
     Readings carry seeded sensor noise (the board's ``sensor_rng``) and are rounded to whole
     mW, like the hwmon files.
     """
-
-    update_interval_s: float | None = None
 
     def __init__(self, board: SimBoard):
         self.board = board
@@ -78,7 +85,7 @@ class SimPowerReader:
         return PowerSample(b.now(), power_mw, gpu_util_pct=100.0 * b.gpu_util(), gpu_freq_mhz=b.freq_mhz)
 
 
-class SimTelemetry:
+class SimTelemetry(Telemetry):
     """:class:`~dvfslab.hw.base.Telemetry` of a :class:`SimBoard`."""
 
     def __init__(self, board: SimBoard):
@@ -98,6 +105,14 @@ class SimBackend(Backend):
     """A :class:`Backend` that also exposes the :class:`SimBoard` it drives."""
 
     board: SimBoard | None = None
+
+
+def sim_board(backend: Backend, who: str, fix: str) -> SimBoard:
+    """The simulated board behind ``backend``, for code that drives the twin's virtual time
+    (``who`` needs it); :class:`DvfsError` naming ``fix`` on any other backend."""
+    if isinstance(backend, SimBackend) and backend.board is not None:
+        return backend.board
+    raise DvfsError(f"{who} needs the simulated board (the sim backend), not {backend.name!r}: {fix}")
 
 
 def open_backend(board: str = "agx-orin-64gb", seed: int = 0, *, power_mode: int | str = 0,

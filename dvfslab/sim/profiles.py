@@ -119,9 +119,7 @@ class BoardProfile:
         raise DvfsError(f"board {self.name}: unknown power mode {mode!r}; modes: {names}")
 
 
-ORIN_LEVELS_MHZ = (306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5)
-XAVIER_LEVELS_MHZ = (114.75, 216.75, 318.75, 420.75, 522.75, 624.75, 675.75, 828.75, 905.25,
-                     1032.75, 1198.5, 1236.75, 1338.75, 1377.0)
+from dvfslab.core.boards import ORIN_LEVELS_MHZ, XAVIER_LEVELS_MHZ  # noqa: E402  (one board table)
 
 # Sources of every number: docs/calibration.md, section 2 (same order).
 AGX_ORIN_64GB = BoardProfile(

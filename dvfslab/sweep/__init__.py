@@ -7,12 +7,12 @@
 ``fleet`` extra, so ``run_fleet_sweep`` is loaded on first use.
 """
 
-from dvfslab.sweep.executors import BaseExecutor, Executor, FinetuneExecutor, load_executor
+from dvfslab.sweep.executors import Executor, FinetuneExecutor, load_executor
 from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan, make_plan
 from dvfslab.sweep.runner import run_sweep
 from dvfslab.sweep.session import Cooldown
 
-__all__ = ["BaseExecutor", "Cooldown", "Executor", "FinetuneExecutor", "RunSpec", "SweepError", "SweepPlan",
+__all__ = ["Cooldown", "Executor", "FinetuneExecutor", "RunSpec", "SweepError", "SweepPlan",
            "load_executor", "make_plan", "run_fleet_sweep", "run_sweep"]
 
 

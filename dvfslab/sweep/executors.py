@@ -1,19 +1,18 @@
 """How one sweep run executes on a board: the executor protocol and its implementations.
 
-An executor is anything with ``run(spec, backend, sampler) -> dict`` returning the measured
-columns of one ``runs.csv`` row (``time_s``, ``energy_j``, ``energy_gpu_j``, ``energy_cpu_j``,
-``avg_power_w``, ``peak_power_w``, ``gpu_util_pct``, ``mean_gpu_freq_mhz``, ``steps``,
-``eval_metric``; anything else goes to the run's JSON record). The sweep has already set the
-clocks (a locked level, or the board's default governor for MAXN) and started ``sampler``;
-the executor does ``spec.warmup_steps`` of warm-up, then measures ``spec.steps`` inside one
-sampler window. Optional attributes: ``threaded_sampler`` (False when the executor drives
-``sampler.sample_once`` itself, as the simulated board does on its virtual clock) and
-``wait(backend, sampler, seconds)`` (how to let board time pass: ``time.sleep`` on hardware,
-advancing the virtual clock on the twin).
+An executor subclasses :class:`Executor` and implements ``run(spec, backend, sampler) -> dict``
+returning the measured columns of one ``runs.csv`` row (:data:`MEASURE_COLUMNS`; anything else
+goes to the run's JSON record). The sweep has already set the clocks (a locked level, or the
+board's default governor for MAXN) and started ``sampler``; the executor does
+``spec.warmup_steps`` of warm-up, then measures ``spec.steps`` inside one sampler window. The
+protocol declares, with the hardware defaults, ``threaded_sampler`` (False when the executor
+drives ``sampler.sample_once`` itself, as the simulated board does on its virtual clock),
+``wait(backend, sampler, seconds)`` (how board time passes: ``time.sleep`` on hardware, the
+virtual clock on the twin) and ``describe()`` (its settings for ``meta.json``).
 
-Executors here: :class:`FinetuneExecutor` (the Hugging Face harness on a Jetson or NVML GPU),
-:class:`dvfslab.sim.executor.SimExecutor` (the digital twin) lives with the twin, and the
-test-only ``SleepExecutor`` in :mod:`dvfslab.testing.executors`.
+Executors: :class:`FinetuneExecutor` here (the Hugging Face harness on a Jetson or NVML GPU),
+:class:`dvfslab.sweep.twin.SimExecutor` (the digital twin), and the test-only
+``SleepExecutor`` in :mod:`dvfslab.testing.executors`.
 """
 
 from __future__ import annotations
@@ -33,18 +32,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from dvfslab.measure.sampler import PowerSampler
 
 
+#: the measured columns of a ``runs.csv`` row that an executor fills in (identity and status
+#: columns belong to the sweep)
+MEASURE_COLUMNS = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w",
+                   "peak_power_w", "gpu_util_pct", "mean_gpu_freq_mhz", "steps", "eval_metric")
+
+#: where an executor class that moved lives now (``--executor`` strings of older commands)
+MOVED_EXECUTORS = {"dvfslab.sim.executor:SimExecutor": "dvfslab.sweep.twin:SimExecutor"}
+
+
 @runtime_checkable
 class Executor(Protocol):
-    """Runs one planned run on a backend whose clocks the sweep has already set."""
+    """Runs one planned run on a backend whose clocks the sweep has already set.
 
-    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> Mapping[str, Any]:
-        ...
-
-
-class BaseExecutor:
-    """Defaults for executors on real hardware: a threaded sampler, real-time waiting."""
+    Executors subclass this protocol and implement :meth:`run`; the rest has the defaults of
+    real hardware (a threaded sampler, real-time waiting).
+    """
 
     threaded_sampler: bool = True
+
+    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> Mapping[str, Any]:
+        """The measured columns of the run (:data:`MEASURE_COLUMNS`) and any extras."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement run()")
 
     def wait(self, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
         """Let ``seconds`` of board time pass (the sampler thread keeps sampling)."""
@@ -57,19 +66,22 @@ class BaseExecutor:
         return {"class": f"{type(self).__module__}:{type(self).__qualname__}",
                 **{k: v for k, v in vars(self).items() if not k.startswith("_") and isinstance(v, plain)}}
 
-    def run(self, spec: RunSpec, backend: Backend, sampler: PowerSampler | None) -> dict:
-        raise NotImplementedError
-
 
 def describe_executor(executor: Executor) -> dict:
-    if hasattr(executor, "describe"):
-        return dict(executor.describe())
-    return {"class": f"{type(executor).__module__}:{type(executor).__qualname__}"}
+    """The executor's settings for ``meta.json`` (:meth:`Executor.describe`), as a plain dict."""
+    return dict(executor.describe())
 
 
 def load_executor(target: str, options: Mapping[str, Any] | None = None) -> Executor:
-    """``"package.module:ClassName"`` -> ``ClassName(**options)`` (the CLI's ``--executor``)."""
+    """``"package.module:ClassName"`` -> ``ClassName(**options)`` (the CLI's ``--executor``).
+
+    A class that moved (:data:`MOVED_EXECUTORS`) is loaded from its new place; an object that is
+    not an :class:`Executor` subclass is refused in one line.
+    """
+    target = MOVED_EXECUTORS.get(target, target)
     cls = load_object(target, label=f"executor {target!r}", what="executor")
+    if not (isinstance(cls, type) and Executor in cls.__mro__):
+        raise DvfsError(f"executor {target!r} is not a subclass of dvfslab.sweep.executors.Executor")
     try:
         return cls(**dict(options or {}))
     except TypeError as err:
@@ -101,7 +113,7 @@ def measurement_row(m: Measurement, total_rails: Sequence[str], steps: int,
 # --------------------------------------------------------------------------------------------
 
 
-class FinetuneExecutor(BaseExecutor):
+class FinetuneExecutor(Executor):
     """The Hugging Face fine-tuning harness (:func:`dvfslab.harness.finetune.finetune`) on a real GPU.
 
     A workload ``model/task`` trains ``spec.warmup_steps + spec.steps`` optimizer steps; the
@@ -111,7 +123,7 @@ class FinetuneExecutor(BaseExecutor):
     repetitions repeat the same computation, so their spread is measurement noise.
     ``batch_size`` / ``max_seq_len`` default to the catalog's values for the workload (else
     32 / 128); other keyword arguments go to ``finetune`` (``n_train``, ``data_dir`` ...).
-    ``step_rows``: as for :class:`SimExecutor`, repetition 0 of each (workload, policy, level)
+    ``step_rows``: as for :class:`~dvfslab.sweep.twin.SimExecutor`, repetition 0 of each (workload, policy, level)
     keeps the time and energy of its first ``step_rows`` measured steps (``steps.csv``, which
     the online governor replays).
     """
@@ -144,9 +156,7 @@ class FinetuneExecutor(BaseExecutor):
         res = finetune(self.models.get(model, model), task, backend=backend, freq_mhz=spec.freq_mhz,
                        policy=spec.policy, steps=spec.steps + spec.warmup_steps, warmup_steps=spec.warmup_steps,
                        seed=self.seed, sampler=sampler, **kwargs)
-        row = {k: res.run.get(k) for k in ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w",
-                                           "peak_power_w", "gpu_util_pct", "mean_gpu_freq_mhz", "steps",
-                                           "eval_metric")}
+        row = {k: res.run.get(k) for k in MEASURE_COLUMNS}
         out = {**row, "workload": res.workload, "metrics": res.metrics,
                "train_loss": res.run.get("train_loss"), "eval_metric_name": res.run.get("eval_metric_name")}
         if keep_steps:  # the measured steps only (the harness's rows include the warm-up)

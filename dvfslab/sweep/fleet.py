@@ -181,7 +181,7 @@ def _fleet_meta(boards: Mapping[str, dict], backend: str, config: BoardConfig, p
 
 def _default_executor(backend: str) -> Executor:
     if backend == "sim":
-        from dvfslab.sim.executor import SimExecutor
+        from dvfslab.sweep.twin import SimExecutor
 
         return SimExecutor()
     from dvfslab.sweep.executors import FinetuneExecutor

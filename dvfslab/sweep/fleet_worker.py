@@ -163,7 +163,7 @@ def _board(plugin_name: str, worker=None) -> BoardPlugin:
 def board_digest(plugin_name: str, dask_worker=None) -> str | None:
     """The configuration digest of the worker's board plugin (None: none registered)."""
     plugin = (dask_worker or get_worker()).plugins.get(plugin_name)
-    return getattr(plugin, "digest", None)
+    return plugin.digest if isinstance(plugin, BoardPlugin) else None
 
 
 def describe_board(plugin_name: str, dask_worker=None) -> dict:

@@ -13,16 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dvfslab.core.errors import DvfsError
+from dvfslab.core.errors import SweepError
 from dvfslab.core.levels import format_mhz
 
 FIXED, MAXN = "fixed", "maxn"
 ORDERS = ("sequential", "shuffled", "interleaved")
 PLAN_VERSION = 1
-
-
-class SweepError(DvfsError):
-    """A sweep cannot start or continue (bad plan, foreign directory, mismatching resume)."""
 
 
 @dataclass(frozen=True)

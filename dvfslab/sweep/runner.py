@@ -30,8 +30,8 @@ from dvfslab.data.workloads import workload_table
 from dvfslab.hw.base import Backend
 from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.board import board_identity
-from dvfslab.sweep.executors import Executor
-from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan, make_plan
+from dvfslab.sweep.executors import MEASURE_COLUMNS, Executor
+from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan
 from dvfslab.sweep.safety import SweepLock, board_lock_path, signals_as_interrupt
 from dvfslab.sweep.session import (
     Cooldown,
@@ -41,18 +41,11 @@ from dvfslab.sweep.session import (
     set_policy,
     start_session,
 )
-from dvfslab.sweep.store import SweepStore, run_timestamp, step_rows_of, sweep_meta
+from dvfslab.sweep.store import SweepStore, run_timestamp, sweep_meta
 
-# RunSpec, SweepPlan, make_plan, step_rows_of: still importable from here, as before #14
-# (dvfslab simulate, notebooks, benchmarks); new code imports them from their own modules
-__all__ = ["LOCK_NAME", "MEASURE_COLUMNS", "RunSpec", "SweepPlan", "execute_run", "make_plan", "run_sweep",
-           "step_rows_of"]
+__all__ = ["LOCK_NAME", "execute_run", "notify_run", "run_sweep"]
 
 log = logging.getLogger(__name__)
-
-#: what an executor may fill in; identity and status columns belong to the sweep
-MEASURE_COLUMNS = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w",
-                   "peak_power_w", "gpu_util_pct", "mean_gpu_freq_mhz", "steps", "eval_metric")
 
 LOCK_NAME = ".sweep.lock"
 

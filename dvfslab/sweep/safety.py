@@ -129,12 +129,13 @@ class SweepLock:
 
 
 def board_lock_path(backend: Backend, lock_dir: str | Path | None = None) -> Path | None:
-    """Where the per-board lock lives (``$DVFSLAB_LOCK_DIR`` or the temp dir); None for the twin.
+    """Where the per-board lock lives (``$DVFSLAB_LOCK_DIR`` or the temp dir); None for a
+    simulated board (each process has its own) and a backend without clock control.
 
     The board is identified by the backend name and the identity keys of its description
     (sysfs root, device index, PCI bus id, ...), so fake trees in tests get their own lock.
     """
-    if backend.clocks is None or backend.name == "sim":
+    if backend.clocks is None or backend.simulated:
         return None
     ident = {k: str(v) for k, v in sorted(backend.description.items()) if k in BOARD_ID_KEYS}
     digest = hashlib.sha1(json.dumps([backend.name, ident]).encode()).hexdigest()[:16]

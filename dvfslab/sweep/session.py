@@ -11,7 +11,6 @@ on hardware, the virtual clock on the twin.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,11 +48,8 @@ class Cooldown:
 
 
 def wait(executor: Executor, backend: Backend, sampler: PowerSampler | None, seconds: float) -> None:
-    """Let board time pass the executor's way (real sleep by default)."""
-    if hasattr(executor, "wait"):
-        executor.wait(backend, sampler, seconds)
-    elif seconds > 0:
-        time.sleep(seconds)
+    """Let board time pass the executor's way (:meth:`Executor.wait`: a real sleep by default)."""
+    executor.wait(backend, sampler, seconds)
 
 
 def make_sampler(backend: Backend, executor: Executor) -> PowerSampler | None:
@@ -62,8 +58,7 @@ def make_sampler(backend: Backend, executor: Executor) -> PowerSampler | None:
         return None
     from dvfslab.measure.sampler import PowerSampler
 
-    return PowerSampler(backend.power, clock=backend.clock,
-                        threaded=getattr(executor, "threaded_sampler", True))
+    return PowerSampler(backend.power, clock=backend.clock, threaded=executor.threaded_sampler)
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,27 +169,19 @@ def set_policy(backend: Backend, spec: RunSpec) -> dict | None:
         backend.clocks.reset()
         return None
     backend.clocks.lock(spec.freq_mhz)
-    check = getattr(backend.clocks, "last_lock_check", None)
-    if check is None:
-        return None
-    return {"requested_mhz": check.requested_mhz, "measured_mhz": check.measured_mhz,
-            "verified": bool(check.verified), "why": check.why}
+    check = backend.clocks.last_lock_check
+    return None if check is None else check.record()
 
 
 def check_baseline(backend: Backend) -> str | None:
     """Refuse to start when the board's baseline is not its default governor in MAXN.
 
-    Backends whose clocks offer ``baseline_check()`` (Jetson) are checked after the repair, so
-    a lock a killed sweep left behind is not mistaken for jetson_clocks; raises
+    The clocks' :meth:`~dvfslab.hw.base.ClockControl.preflight` (Jetson: MAXN, min < max, a
+    load-following governor; nothing on a backend without such a baseline), run after the
+    repair, so a lock a killed sweep left behind is not mistaken for jetson_clocks; raises
     :class:`DvfsError` naming each problem and its fix.
     """
-    check = getattr(backend.clocks, "baseline_check", None)
-    if not callable(check):
-        return None
-    mode = check().require().power_mode
-    if mode is not None and mode.is_maxn:
-        return "ok: MAXN, default governor"
-    return f"power mode {mode.describe() if mode else 'unknown'} accepted (--power-mode-ok)"
+    return None if backend.clocks is None else backend.clocks.preflight()
 
 
 def reset_clocks(backend: Backend) -> None:
@@ -204,19 +191,12 @@ def reset_clocks(backend: Backend) -> None:
 
 
 def repair_clocks(backend: Backend) -> dict | None:
-    """Restore clocks a killed process left pinned (the backend's state file), then reset.
+    """Restore clocks a killed process left pinned, then reset.
 
-    Backends that persist their originals (Jetson: ``restore_saved``) get them back here, so
-    that a resumed sweep's idle measurement and MAXN runs see the board's own governor.
+    The clocks' :meth:`~dvfslab.hw.base.ClockControl.recover` (Jetson: the state file, never
+    clocks another live process holds) gives the originals back here, so that a resumed
+    sweep's idle measurement and MAXN runs see the board's own governor.
     """
-    state_file = getattr(backend.clocks, "state_file", None)
-    if state_file is not None:  # never take over clocks another live process holds
-        from dvfslab.hw.jetson.safety import check_owner
-
-        held = state_file.load()
-        if held is not None:
-            check_owner(held, state_file.path)
-    restore = getattr(backend.clocks, "restore_saved", None)
-    saved = restore() if callable(restore) else None
+    saved = backend.clocks.recover() if backend.clocks is not None else None
     reset_clocks(backend)
-    return None if saved is None else {"restored_from_state_file": repr(saved)}
+    return None if saved is None else {"restored_from_state_file": saved}

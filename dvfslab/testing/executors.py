@@ -6,14 +6,14 @@ import re
 from typing import TYPE_CHECKING
 
 from dvfslab.hw.base import Backend
-from dvfslab.sweep.executors import BaseExecutor, measurement_row
+from dvfslab.sweep.executors import Executor, measurement_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from dvfslab.measure.sampler import PowerSampler
-    from dvfslab.sweep.runner import RunSpec
+    from dvfslab.sweep.plan import RunSpec
 
 
-class SleepExecutor(BaseExecutor):
+class SleepExecutor(Executor):
     """FOR TESTS: each run waits ``warmup_s`` then measures a ``seconds`` long window.
 
     Nothing is trained: the row holds the time and the energy the sampler measured while

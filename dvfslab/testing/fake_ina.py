@@ -60,6 +60,11 @@ class BlockingInaIO(FakeKernelIO):
         self.reads: Counter[Path] = Counter()  # real path -> reads
         self._cleared_at: dict[Path, float] = {}  # chip dir -> when its ready flag was cleared
 
+    @property
+    def virtual_clock(self) -> VirtualClock:
+        """The clock the blocking reads move (what the doctor samples on)."""
+        return self.clock
+
     def cycle_s(self, hwmon: Path) -> float:
         """One conversion cycle of the chip at ``hwmon``: enabled channels x 2 x conversion."""
         n = 0

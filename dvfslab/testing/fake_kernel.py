@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from dvfslab.hw.jetson.bpmp import PTO_COUNTER
+from dvfslab.core.boards import GPC_PTO_COUNTER
 from dvfslab.hw.jetson.sysfs import SysfsIO
 
 #: the fake kernel's rule state, at the root of every tree ``build_board`` writes
@@ -120,7 +120,7 @@ def apply_rules(root: Path, d: Path, rules: dict) -> None:
     cur = _opp(levels, cur, hi)
     write_attr(d / "cur_freq", cur)
     write_attr(d / "target_freq", cur)
-    pto = root / PTO_COUNTER
+    pto = root / rules.get("counter", GPC_PTO_COUNTER)
     if rules.get("gpu") and pto.exists():
         ceiling = rules.get("clock_ceiling_hz")
         write_attr(pto, min(cur, ceiling) if ceiling else cur)

@@ -1,7 +1,8 @@
 """Fake Jetson sysfs trees, built in a temporary directory from board profiles.
 
 ``build_board(root, "agx-orin-jp6")`` writes the files a JetPack 6 AGX Orin exposes (layouts
-from docs/hardware.md): the GPU devfreq node and its ``sys/class/devfreq`` link, a distractor
+from docs/hardware.md; model, levels, rails and BPMP counter from the family's record in
+:mod:`dvfslab.core.boards`, so ``build_board(root, "<family name>")`` fakes any family): the GPU devfreq node and its ``sys/class/devfreq`` link, a distractor
 devfreq node, INA3221 hwmon (or JetPack 4 iio) rails, the GPU load, thermal zones, the
 device-tree model, ``etc/nv_tegra_release`` and an ``nvpmodel`` script answering ``-q``.
 
@@ -29,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dvfslab.hw.jetson.bpmp import PTO_COUNTER
+from dvfslab.core import boards
 from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKernelIO: public here too)
     KERNEL_FILE,
     FakeKernelIO,
@@ -43,11 +44,6 @@ from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKerne
 
 #: what ``$DVFSLAB_SYSFS_IO`` / ``--sysfs-io`` take to select :class:`FakeKernelIO`
 FAKE_KERNEL_IO = "dvfslab.testing.fake_sysfs:FakeKernelIO"
-ORIN_LEVELS_HZ = (306000000, 408000000, 510000000, 612000000, 714000000, 816000000, 918000000,
-                  1020000000, 1122000000, 1224000000, 1300500000)
-XAVIER_LEVELS_HZ = (114750000, 216750000, 318750000, 420750000, 522750000, 624750000, 675750000,
-                    828750000, 905250000, 1032750000, 1198500000, 1236750000, 1338750000, 1377000000)
-ORIN_NX_LEVELS_HZ = ORIN_LEVELS_HZ[:7]  # 306 ... 918 MHz (Orin NX 16GB)
 GOVERNORS = "nvhost_podgov userspace performance simple_ondemand"
 ORIN_THERMAL = ("cpu-thermal", "gpu-thermal", "cv0-thermal", "cv1-thermal", "cv2-thermal",
                 "soc0-thermal", "soc1-thermal", "soc2-thermal", "tj-thermal", "tboard-thermal",
@@ -59,14 +55,24 @@ XAVIER_THERMAL = ("CPU-therm", "GPU-therm", "AUX-therm", "AO-therm", "PMIC-Die",
 AGX_ORIN_MODES = {0: ("MAXN", None, 0), 1: ("MODE_15W", 408000000, 248),
                   2: ("MODE_30W", 612000000, 240), 3: ("MODE_50W", 816000000, 0)}
 MAXN_ONLY = {0: ("MAXN", None, 0)}
-ORIN_HWMON = {"1-0040": ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"), "1-0041": (None, "VDDQ_VDD2_1V8AO", None)}
+#: the rails every fake reads when a profile does not set them, mW
+DEFAULT_RAIL_MW = 1000.0
+
+
+def levels_hz(levels_mhz) -> tuple[int, ...]:
+    """A family's GPU levels as devfreq writes them (Hz)."""
+    return tuple(int(round(f * 1e6)) for f in levels_mhz)
 
 
 @dataclass(frozen=True)
 class BoardProfile:
-    """What one fake board looks like. ``rails``: i2c address -> channel labels (``None`` = unlabeled)."""
+    """What one fake board looks like. ``rails``: i2c address -> channel labels (``None`` =
+    unlabeled); ``rail_kind``: ``hwmon`` (INA3221, JetPack 5/6), ``iio`` (JetPack 4) or
+    ``ina238`` (one rail per chip, Thor). Model, levels, rails and the BPMP counter come from the
+    board family's record (:mod:`dvfslab.core.boards`) unless overridden."""
 
     name: str
+    family: str
     model: str
     l4t: str  # first line of etc/nv_tegra_release
     device_dir: str  # GPU platform device, root-relative
@@ -75,7 +81,7 @@ class BoardProfile:
     levels_hz: tuple[int, ...]
     load_rel: str  # GPU load file
     rails: dict = field(default_factory=dict)
-    rail_kind: str = "hwmon"  # or "iio" (JetPack 4)
+    rail_kind: str = "hwmon"  # "iio" (JetPack 4), "ina238" (Thor)
     hwmon_index: int = 1
     update_interval_ms: int | None = None
     thermal: tuple[str, ...] = ORIN_THERMAL
@@ -84,47 +90,63 @@ class BoardProfile:
     nvpmodel: bool = True
     governor: str = "nvhost_podgov"
     rail_power_mw: dict = field(default_factory=dict)
-    bpmp: bool = True  # a readable nafll_gpc0/pto_counter (debugfs, root)
+    bpmp: bool = True  # a readable BPMP counter (debugfs, root)
+    bpmp_counter: str = boards.GPC_PTO_COUNTER
 
 
-def _orin(name: str, jp: int, **kw) -> BoardProfile:
-    jp6 = jp == 6
+def family_profile(family: str, name: str | None = None, **kw) -> BoardProfile:
+    """A fake of ``family`` (a :mod:`dvfslab.core.boards` record) on its newest L4T release: its
+    model, levels, rails and monitor, GPU node ``17000000.<gpu name>`` under
+    ``sys/devices/platform``, its first GPU load path. ``kw`` replaces profile fields."""
+    fam = boards.family_named(family)
+    gpu = fam.gpu_names[0] if fam.gpu_names else "gpu"
+    major = fam.l4t_majors[-1] if fam.l4t_jetpack else "36"
+    device_dir = f"sys/devices/platform/17000000.{gpu}"
+    rails = dict(fam.rail_layout)
     base = dict(
-        name=name, model="NVIDIA Jetson AGX Orin Developer Kit",
-        l4t="# R36 (release), REVISION: 3.0, GCID: 36191598, BOARD: generic, EABI: aarch64" if jp6
-        else "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64",
-        device_dir="sys/devices/platform/bus@0/17000000.gpu" if jp6 else "sys/devices/17000000.ga10b",
-        node_name="17000000.gpu" if jp6 else "17000000.ga10b", of_node_name="gpu" if jp6 else "ga10b",
-        levels_hz=ORIN_LEVELS_HZ,
-        load_rel="sys/devices/platform/bus@0/17000000.gpu/load" if jp6 else "sys/devices/gpu.0/load",
-        rails=ORIN_HWMON, hwmon_index=1 if jp6 else 3, update_interval_ms=7 if jp6 else None,
-        power_modes=AGX_ORIN_MODES,
-        rail_power_mw={"VDD_GPU_SOC": 3200.0, "VDD_CPU_CV": 800.0, "VIN_SYS_5V0": 3600.0, "VDDQ_VDD2_1V8AO": 450.0},
+        name=name or fam.name, family=fam.name, model=fam.models[0] if fam.models else f"NVIDIA Jetson {fam.name}",
+        l4t=f"# R{major} (release), REVISION: 0.0, GCID: 0, BOARD: generic, EABI: aarch64",
+        device_dir=device_dir, node_name=f"17000000.{gpu}", of_node_name=gpu, levels_hz=levels_hz(fam.levels_mhz),
+        load_rel=fam.gpu_load_paths[0] if fam.gpu_load_paths else f"{device_dir}/load", rails=rails,
+        rail_kind="ina238" if fam.monitor == "INA238" else "hwmon", power_modes=MAXN_ONLY,
+        rail_power_mw={r: DEFAULT_RAIL_MW for r in fam.rails}, bpmp_counter=fam.bpmp_counter,
     )
     base.update(kw)
     return BoardProfile(**base)
 
 
-XAVIER_RAILS = {"1-0040": ("GPU", "CPU", "SOC"), "1-0041": ("CV", "VDDRQ", "SYS5V")}
+def _orin(name: str, jp: int, family: str = "AGX Orin", **kw) -> BoardProfile:
+    jp6 = jp == 6
+    base = dict(
+        l4t="# R36 (release), REVISION: 3.0, GCID: 36191598, BOARD: generic, EABI: aarch64" if jp6
+        else "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64",
+        device_dir="sys/devices/platform/bus@0/17000000.gpu" if jp6 else "sys/devices/17000000.ga10b",
+        node_name="17000000.gpu" if jp6 else "17000000.ga10b", of_node_name="gpu" if jp6 else "ga10b",
+        load_rel=boards.LOAD_JP6 if jp6 else boards.LOAD_JP45,
+        hwmon_index=1 if jp6 else 3, update_interval_ms=7 if jp6 else None,
+        power_modes=AGX_ORIN_MODES,
+        rail_power_mw={"VDD_GPU_SOC": 3200.0, "VDD_CPU_CV": 800.0, "VIN_SYS_5V0": 3600.0, "VDDQ_VDD2_1V8AO": 450.0},
+    )
+    base.update(kw)
+    return family_profile(family, name, **base)
+
+
 XAVIER_BASE = dict(
-    model="Jetson-AGX", device_dir="sys/devices/17000000.gv11b", node_name="17000000.gv11b",
-    of_node_name="gv11b", levels_hz=XAVIER_LEVELS_HZ, load_rel="sys/devices/gpu.0/load",
-    rails=XAVIER_RAILS, thermal=XAVIER_THERMAL, power_modes=MAXN_ONLY, bpmp=False,
+    device_dir="sys/devices/17000000.gv11b", node_name="17000000.gv11b", of_node_name="gv11b",
+    load_rel=boards.LOAD_JP45, thermal=XAVIER_THERMAL, power_modes=MAXN_ONLY, bpmp=False,
     rail_power_mw={"GPU": 1500.0, "CPU": 700.0, "SOC": 1200.0, "CV": 0.0, "VDDRQ": 300.0, "SYS5V": 2100.0},
 )
 PROFILES: dict[str, BoardProfile] = {
     "agx-orin-jp5": _orin("agx-orin-jp5", 5),
     "agx-orin-jp6": _orin("agx-orin-jp6", 6),
     "orin-nx-jp6": _orin(
-        "orin-nx-jp6", 6, model="NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
-        levels_hz=ORIN_NX_LEVELS_HZ, rails={"1-0040": ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC")},
-        power_modes=MAXN_ONLY, update_interval_ms=None,
+        "orin-nx-jp6", 6, family="Orin NX / Orin Nano", power_modes=MAXN_ONLY, update_interval_ms=None,
         rail_power_mw={"VDD_IN": 5200.0, "VDD_CPU_GPU_CV": 1100.0, "VDD_SOC": 1400.0}),
-    "agx-xavier-jp5": BoardProfile(
-        name="agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
+    "agx-xavier-jp5": family_profile(
+        "AGX Xavier", "agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
         hwmon_index=2, **XAVIER_BASE),
-    "jp4-iio": BoardProfile(
-        name="jp4-iio", l4t="# R32 (release), REVISION: 7.1, GCID: 29818004, BOARD: t186ref",
+    "jp4-iio": family_profile(
+        "AGX Xavier", "jp4-iio", l4t="# R32 (release), REVISION: 7.1, GCID: 29818004, BOARD: t186ref",
         rail_kind="iio", nvpmodel=True, **XAVIER_BASE),
 }
 
@@ -168,6 +190,12 @@ class FakeBoard:
                  ma: int | None = None) -> float:
         """Set one rail by power (at its voltage) or by (mV, mA); return the mW a reader sees."""
         d, c = self.rail_channels[name]
+        if self.profile.rail_kind == "ina238":  # power1_input in uW
+            mv = int(mv if mv is not None else int((d / "in1_input").read_text()))
+            ma = int(ma if ma is not None else round(power_mw * 1000 / mv))
+            for attr, value in (("in1_input", mv), ("curr1_input", ma), ("power1_input", mv * ma)):
+                write_attr(d / attr, value)
+            return mv * ma / 1000.0
         if self.profile.rail_kind == "iio":
             mw = int(round(power_mw if power_mw is not None else mv * ma / 1000))
             write_attr(d / f"in_power{c}_input", mw)
@@ -224,7 +252,7 @@ class FakeBoard:
 
     def set_bpmp_readable(self, readable: bool) -> None:
         """Give or take the BPMP clock counter (debugfs needs root: absent = not root)."""
-        pto = self.root / PTO_COUNTER
+        pto = self.root / self.profile.bpmp_counter
         if readable:
             write_attr(pto, 0)
             self._update_rules()
@@ -265,7 +293,15 @@ def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, gove
 def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
     dirs, channels = {}, {}
     for i, (addr, labels) in enumerate(sorted(p.rails.items())):
-        if p.rail_kind == "iio":
+        if p.rail_kind == "ina238":  # one rail per chip (mainline hwmon ABI)
+            d = root / "sys/bus/i2c/drivers/ina238" / addr / "hwmon" / f"hwmon{p.hwmon_index + i}"
+            write_attr(d / "name", "ina238")
+            for label in labels:
+                write_attr(d / "in1_label", label)
+                for attr, value in (("in1_input", 5000), ("curr1_input", 0), ("power1_input", 0)):
+                    write_attr(d / attr, value)
+                channels[label] = (d, 1)
+        elif p.rail_kind == "iio":
             d = root / "sys/bus/i2c/drivers/ina3221x" / addr / f"iio:device{i}"
             for c, label in enumerate(labels):
                 if label:
@@ -293,15 +329,24 @@ def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
 
 
 def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overrides) -> FakeBoard:
-    """Write a fake Jetson tree for ``profile`` (see :data:`PROFILES`) under ``root``.
+    """Write a fake Jetson tree for ``profile`` under ``root``: a key of :data:`PROFILES`, or the
+    name of a board family (:func:`family_profile`, e.g. ``"AGX Orin"``).
 
     ``overrides`` replace profile fields (``levels_hz``, ``power_mode``, ``nvpmodel``,
     ``rail_power_mw`` ...). The GPU starts at governor ``nvhost_podgov``, min = lowest level,
     max = highest level allowed by the power mode.
     """
-    if profile not in PROFILES:
-        raise ValueError(f"unknown board profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    p = dataclasses.replace(PROFILES[profile], **overrides)
+    families = [f.name for f in boards.families()]
+    if profile in PROFILES:
+        p = dataclasses.replace(PROFILES[profile], **overrides)
+    elif profile in families:
+        p = family_profile(profile, **overrides)
+    else:
+        raise ValueError(f"unknown board profile {profile!r}; choose one of {', '.join(PROFILES)} "
+                         f"or a board family: {', '.join(families)}")
+    if not p.levels_hz or not p.rails:
+        raise ValueError(f"board {p.name!r}: its family record has no GPU levels or rail layout; "
+                         "pass levels_hz= and rails= to build_board")
     root = Path(os.path.realpath(root))
     device_dir = root / p.device_dir
     write_attr(device_dir / "of_node" / "name", p.of_node_name + "\0")
@@ -311,9 +356,10 @@ def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overri
     write_attr(vic / "of_node" / "name", "vic\0")
     write_attr(device_dir / "power" / "control", "auto")
     if p.bpmp:
-        write_attr(root / PTO_COUNTER, p.levels_hz[0])
+        write_attr(root / p.bpmp_counter, p.levels_hz[0])
     save_kernel(root, {"profile": p.name, "devfreq": {
-        os.path.relpath(devfreq_dir, root): {"gpu": True, "min_req_hz": 0, "max_req_hz": None},
+        os.path.relpath(devfreq_dir, root): {"gpu": True, "min_req_hz": 0, "max_req_hz": None,
+                                             "counter": p.bpmp_counter},
         os.path.relpath(vic_dir, root): {"min_req_hz": 0, "max_req_hz": None}}})
     load_path = root / p.load_rel
     write_attr(load_path, 0)

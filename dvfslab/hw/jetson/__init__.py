@@ -22,7 +22,7 @@ from dvfslab.hw.jetson.baseline import (
     baseline_check,
     effective_range,
 )
-from dvfslab.hw.jetson.bpmp import LockCheck, verify_lock
+from dvfslab.hw.jetson.bpmp import verify_lock
 from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
 from dvfslab.hw.jetson.ina import other_sensor_readers, sensor_update_period_s
 from dvfslab.hw.jetson.nvpmodel import PowerMode, read_power_mode
@@ -36,7 +36,6 @@ __all__ = [
     "JetsonClocks",
     "JetsonPowerReader",
     "JetsonTelemetry",
-    "LockCheck",
     "PowerMode",
     "SYSFS_IO_ENV",
     "SysfsIO",

@@ -3,46 +3,23 @@
 Every path is under an injectable ``sysfs_root`` (``/`` on a board) read through one
 :class:`~dvfslab.hw.jetson.sysfs.SysfsIO`, which a caller may inject (``io=``; tests pass a
 fake kernel). The pieces live in :mod:`.clocks` (clock control), :mod:`.power` (rails, load,
-thermal), :mod:`.safety` (state file, signal guard) and :mod:`.sysfs` (the I/O seam); this
+thermal), :mod:`.board` (model, release, family), :mod:`.safety` (state file, signal guard) and
+:mod:`.sysfs` (the I/O seam); this
 module puts them together in :func:`open_backend`.
 """
 
 from __future__ import annotations
 
-import re
 import time
 
 from dvfslab.hw.base import Backend, BackendUnavailableError, PowerReadError
+from dvfslab.hw.jetson.board import board_model, jetpack_release
 from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
 from dvfslab.hw.jetson.nvpmodel import read_power_mode
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 
-__all__ = ["board_model", "jetpack_release", "open_backend"]
-
-#: L4T major release -> JetPack major version
-L4T_TO_JETPACK = {"32": "4", "34": "5", "35": "5", "36": "6", "38": "7", "39": "7"}
-
-
-def board_model(io: SysfsIO) -> str | None:
-    """The device-tree model string (``NVIDIA Jetson AGX Orin Developer Kit``), if present."""
-    for rel in ("proc/device-tree/model", "sys/firmware/devicetree/base/model"):
-        if io.exists(rel):
-            return io.read_text(rel) or None
-    return None
-
-
-def jetpack_release(io: SysfsIO) -> str | None:
-    """``L4T R36.3.0 (JetPack 6)`` from ``etc/nv_tegra_release``, if present."""
-    if not io.exists("etc/nv_tegra_release"):
-        return None
-    text = io.read_text("etc/nv_tegra_release")
-    m = re.search(r"R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)", text)
-    if not m:
-        return text.splitlines()[0] if text else None
-    major, rev = m.group(1), m.group(2)
-    jp = L4T_TO_JETPACK.get(major)
-    return f"L4T R{major}.{rev}" + (f" (JetPack {jp})" if jp else "")
+__all__ = ["open_backend"]
 
 
 def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, power_mode_ok: bool = False,

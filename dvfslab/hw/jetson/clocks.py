@@ -18,10 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dvfslab.core import boards
 from dvfslab.hw.base import (
     BackendUnavailableError,
+    ClockControl,
     ClockState,
     FrequencyCappedError,
+    LockCheck,
     check_level,
     format_mhz,
 )
@@ -31,14 +34,13 @@ from dvfslab.hw.jetson.baseline import (
     baseline_check,
     effective_range,
 )
-from dvfslab.hw.jetson.bpmp import PTO_COUNTER, LockCheck, verify_lock
-from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, query_power_mode, read_power_mode
+from dvfslab.hw.jetson.board import board_model
+from dvfslab.hw.jetson.bpmp import verify_lock
+from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, read_power_mode
 from dvfslab.hw.jetson.railgate import find_railgate_control, railgate_state
 from dvfslab.hw.jetson.safety import SavedClocks, SignalGuard, StateFile, check_owner, make_saved
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io, permission_error, write_checked
 
-#: devfreq node / of_node names of Jetson GPUs (TX2, Xavier, Orin, Thor; ``gpu`` on JetPack 6)
-GPU_NAMES = ("gp10b", "gv11b", "ga10b", "gb10b", "gpu")
 DEVFREQ_CLASS = "sys/class/devfreq"
 
 
@@ -55,17 +57,18 @@ class DevfreqNode:
 
 
 def _gpu_name(io: SysfsIO, node: Path) -> str | None:
-    """The GPU kind of a devfreq node (``ga10b``, ``gpu`` ...) or ``None`` if not a GPU."""
+    """The GPU kind of a devfreq node (``ga10b``, ``gpu`` ...) or ``None`` if not a GPU: its
+    ``of_node`` or node name against the families' GPU names (:mod:`dvfslab.core.boards`),
+    else a family's node-name prefix (AGX Thor's ``gpu-gpc``, unverified)."""
     candidates = [node.name.rsplit(".", 1)[-1]]
     of_node = node / "device" / "of_node" / "name"
     if of_node.exists():
         candidates.insert(0, io.read_text(of_node))
+    names = boards.gpu_devfreq_names()
     for cand in candidates:
-        if cand in GPU_NAMES:
+        if cand in names:
             return cand
-    if node.name.startswith("gpu-gpc"):  # AGX Thor (unverified)
-        return "gb10b"
-    return None
+    return next((gpu for prefix, gpu in boards.gpu_node_prefixes() if node.name.startswith(prefix)), None)
 
 
 def find_gpu_devfreq(io: SysfsIO) -> DevfreqNode:
@@ -78,7 +81,8 @@ def find_gpu_devfreq(io: SysfsIO) -> DevfreqNode:
     seen = ", ".join(n.name for n in nodes) or "nothing"
     raise BackendUnavailableError(
         f"no Jetson GPU devfreq node under {io.path(DEVFREQ_CLASS)} (found: {seen}; expected a "
-        f"name ending in one of {', '.join(GPU_NAMES)}). Not a Jetson, or a wrong --sysfs-root"
+        f"name ending in one of {', '.join(boards.gpu_devfreq_names())}). Not a Jetson, or a wrong "
+        "--sysfs-root"
     )
 
 
@@ -101,7 +105,7 @@ def plan_lock_writes(cur_min_hz: int, cur_max_hz: int, target_hz: int) -> list[t
     return plan_range_writes(cur_min_hz, cur_max_hz, target_hz, target_hz)
 
 
-class JetsonClocks:
+class JetsonClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` over the GPU devfreq node.
 
     Use as a context manager to get the originals back whatever happens::
@@ -114,7 +118,8 @@ class JetsonClocks:
     originals to the state file before its first write (or adopts the originals a killed run
     left there), holds the GPU rail on, and checks the clock reached with the BPMP counter when
     it is readable (:attr:`last_lock_check`); ``reset`` restores everything and removes the file.
-    ``power_mode_ok`` relaxes the MAXN requirement of :meth:`baseline_check`.
+    ``power_mode_ok`` relaxes the MAXN requirement of :meth:`baseline_check` (:meth:`preflight`
+    before a sweep); :meth:`recover` restores what a killed process left pinned.
     """
 
     def __init__(self, sysfs_root="/", *, io: SysfsIO | None = None, node: DevfreqNode | None = None,
@@ -127,6 +132,8 @@ class JetsonClocks:
         self.handle_signals = handle_signals
         self.power_mode_ok = power_mode_ok
         self.last_lock_check: LockCheck | None = None
+        #: the BPMP counter of this board family's GPU clock (root-relative)
+        self.counter_rel = boards.bpmp_counter(board_model(self.io))
         self._levels_hz = self._read_levels_hz()
         self._originals: SavedClocks | None = None
         self._lock_mode: tuple[PowerMode | None] | None = None  # the mode read by the first lock
@@ -175,12 +182,19 @@ class JetsonClocks:
         return baseline_check(self.io, self.node.rel, self.levels_mhz(), self.power_mode(),
                               self._read_governor(), power_mode_ok=ok)
 
+    def preflight(self) -> str | None:
+        """:meth:`baseline_check`, raising :class:`DvfsError` with every problem and its fix."""
+        mode = self.baseline_check().require().power_mode
+        if mode is not None and mode.is_maxn:
+            return "ok: MAXN, default governor"
+        return f"power mode {mode.describe() if mode else 'unknown'} accepted (--power-mode-ok)"
+
     def railgate_state(self) -> str | None:
         return railgate_state(self.io, self.node.rel)
 
     def verify_lock(self, freq_mhz: float) -> LockCheck:
         """The BPMP counter against ``freq_mhz`` (unverified when it is not readable)."""
-        return verify_lock(self.io, freq_mhz)
+        return verify_lock(self.io, freq_mhz, self.counter_rel)
 
     # -- changing --------------------------------------------------------------------------
     def _require_writable(self) -> None:
@@ -253,7 +267,7 @@ class JetsonClocks:
                     self._check_max(target_hz, mode)
             st = self._settle(target_hz, mode)
             self.last_lock_check = check = self.verify_lock(target_hz / 1e6)
-            if check.measured_mhz is not None and not check.verified:
+            if check.failed:
                 raise self._capped_error(target_hz, round(check.measured_mhz * 1e6), "pto_counter",
                                          mode, check.why)
             return st
@@ -291,7 +305,7 @@ class JetsonClocks:
         why = why or ("the effective max stays lower than the request: a thermal / cooling-device "
                       "cap or another max_freq request, not the power mode" if attr == "max_freq"
                       else "thermal throttling or another limit")
-        where = self.io.path(PTO_COUNTER if attr == "pto_counter" else self.node.attr(attr))
+        where = self.io.path(self.counter_rel if attr == "pto_counter" else self.node.attr(attr))
         err = FrequencyCappedError(
             f"GPU did not reach {format_mhz(target_hz / 1e6)} MHz: {attr} reads back "
             f"{format_mhz(got_hz / 1e6)} MHz at {where} ({why}); {mode_txt}. Pick a level <= {format_mhz(got_hz / 1e6)} MHz or let the board "
@@ -330,6 +344,15 @@ class JetsonClocks:
         self.reset()
         return saved
 
+    def recover(self) -> str | None:
+        """Restore from the state file a killed process left (never while its owner still runs:
+        :class:`DvfsError`); return what was restored (``repr`` of the saved clocks), or None."""
+        held = self.state_file.load()
+        if held is not None:
+            check_owner(held, self.state_file.path)
+        saved = self.restore_saved()
+        return None if saved is None else repr(saved)
+
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> JetsonClocks:
         if self.handle_signals:
@@ -350,14 +373,9 @@ class JetsonClocks:
 
 
 __all__ = [
-    "BaselineCheck",
     "DevfreqNode",
-    "EffectiveRange",
     "JetsonClocks",
-    "LockCheck",
-    "PowerMode",
     "find_gpu_devfreq",
     "plan_lock_writes",
     "plan_range_writes",
-    "query_power_mode",
 ]

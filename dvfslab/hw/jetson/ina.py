@@ -1,4 +1,4 @@
-"""The Jetson power monitors themselves: how fast they convert, who else reads them, which board.
+"""The Jetson power monitors themselves: how fast they convert, who else reads them.
 
 * INA3221 (JetPack 4-6). The hwmon driver programs a bus-voltage and a shunt-voltage conversion
   per enabled channel (about 1.1 ms each on L4T), so one full cycle of a 3-channel chip takes
@@ -12,10 +12,8 @@
 * Other readers: ``tegrastats`` and the ``jtop.service`` daemon poll the same chips; two
   readers share the conversion cycle and can make reads time out. :func:`other_sensor_readers`
   lists them from ``/proc`` (under the sysfs root, so tests use a fake tree).
-* Boards: the same rail names mean different things on different boards (Xavier NX and Orin
-  NX both call their rails ``VDD_IN`` / ``VDD_CPU_GPU_CV`` / ``VDD_SOC``), so the family comes
-  from the device-tree model first (:func:`board_family`); :data:`VERIFIED_FAMILIES` is the
-  family dvfslab is written against, and :func:`support_note` says "untested" for the others.
+
+Which family a board is, and which of its rails make "CPU + GPU", is :mod:`.board`'s.
 """
 
 from __future__ import annotations
@@ -33,72 +31,6 @@ HWMON_GLOB = "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*"
 #: process names (``/proc/<pid>/comm``) and command-line words of other sensor readers
 READER_COMMS = ("tegrastats",)
 READER_CMDLINE = ("jtop.service", "jtop/service", "jtop --force", "jtop.core")
-
-
-@dataclass(frozen=True)
-class BoardFamily:
-    """A board family: the device-tree model words that select it, and its CPU+GPU rails."""
-
-    name: str
-    model_words: tuple[str, ...]
-    total_rails: tuple[str, ...]
-    monitor: str = "INA3221"
-
-
-#: first match wins; the model string decides when present, else the rail names
-FAMILIES: tuple[BoardFamily, ...] = (
-    BoardFamily("AGX Thor", ("thor",), (), monitor="INA238"),  # rail meanings unverified: all
-    BoardFamily("AGX Orin", ("agx orin",), ("VDD_CPU_CV", "VDD_GPU_SOC")),
-    BoardFamily("Orin NX / Orin Nano", ("orin nx", "orin nano"), ("VDD_CPU_GPU_CV", "VDD_SOC")),
-    BoardFamily("Xavier NX", ("xavier nx", "xavier-nx", "p3668"), ("VDD_CPU_GPU_CV", "VDD_SOC")),
-    BoardFamily("AGX Xavier", ("agx xavier", "jetson-agx", "p2888"), ("CPU", "GPU")),
-    BoardFamily("TX2", ("tx2", "quill"), ("VDD_SYS_CPU", "VDD_SYS_GPU")),
-    BoardFamily("Nano", ("jetson nano", "jetson-nano", "p3450"), ("POM_5V_CPU", "POM_5V_GPU")),
-)
-#: the family dvfslab is written against (its layout copied from real AGX Orin dumps); every
-#: other family's layout comes from public documentation only and is reported as untested
-VERIFIED_FAMILIES = frozenset({"AGX Orin"})
-UNKNOWN_FAMILY = "unknown board (sum of all rails)"
-
-
-def board_model(io: SysfsIO) -> str | None:
-    """The device-tree model string, if present (read here so this module needs no backend)."""
-    for rel in ("proc/device-tree/model", "sys/firmware/devicetree/base/model"):
-        if io.exists(rel):
-            return io.read_text(rel) or None
-    return None
-
-
-def board_family(rails, model: str | None = None) -> tuple[str, tuple[str, ...]]:
-    """(family, rails summed as "CPU + GPU"): by the model when it names a known family whose
-    total rails are present, else by the rail names; all rails when neither matches (and on a
-    Thor, whose rail meanings are unverified)."""
-    present = set(rails)
-    low = (model or "").lower()
-    for fam in FAMILIES:
-        if any(w in low for w in fam.model_words) and set(fam.total_rails) <= present:
-            return fam.name, fam.total_rails or tuple(rails)
-    for fam in FAMILIES:
-        if fam.total_rails and set(fam.total_rails) <= present:
-            return _rail_only_name(fam), fam.total_rails
-    return UNKNOWN_FAMILY, tuple(rails)
-
-
-def _rail_only_name(fam: BoardFamily) -> str:
-    """Without a known model Orin NX / Nano and Xavier NX rails look alike: say both."""
-    if fam.total_rails == ("VDD_CPU_GPU_CV", "VDD_SOC"):
-        return "Orin NX / Orin Nano or Xavier NX (same rail names; model unknown)"
-    return fam.name
-
-
-def support_note(family: str, jetpack: str | None = None) -> str | None:
-    """One line for ``dvfslab devices`` when the board (or its release) is untested, else None."""
-    if family not in VERIFIED_FAMILIES:
-        return (f"untested: dvfslab is written against AGX Orin; the {family} rail layout comes "
-                "from public documentation only (check which rails make CPU+GPU)")
-    if jetpack and ("R38" in jetpack or "R39" in jetpack):
-        return f"untested: dvfslab has not been run on {jetpack}"
-    return None
 
 
 def _enabled_channels(io: SysfsIO, hwmon: Path) -> int:

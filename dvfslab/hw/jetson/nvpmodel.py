@@ -146,9 +146,4 @@ def read_power_mode(io: SysfsIO, timeout_s: float = 5.0) -> PowerMode | None:
     return replace(found, name=name) if found else PowerMode(mode_id, name)
 
 
-def query_power_mode(io: SysfsIO, timeout_s: float = 5.0) -> PowerMode | None:
-    """Old name of :func:`read_power_mode` (kept for callers)."""
-    return read_power_mode(io, timeout_s)
-
-
-__all__ = ["MAXN_FIX", "PowerMode", "parse_power_modes", "query_power_mode", "read_power_mode"]
+__all__ = ["MAXN_FIX", "PowerMode", "parse_power_modes", "read_power_mode"]

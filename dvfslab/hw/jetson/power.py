@@ -28,16 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dvfslab.hw.base import PowerReadError, PowerSample
+from dvfslab.core import boards
+from dvfslab.hw.base import PowerReader, PowerReadError, PowerSample, Telemetry
+from dvfslab.hw.jetson.board import board_family, board_model, support_note
 from dvfslab.hw.jetson.ina import (
     HWMON_GLOB,
     INA238_GLOB,
-    board_family,
-    board_model,
     ina238_channels,
     other_sensor_readers,
     sensor_update_period_s,
-    support_note,
 )
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 
@@ -46,11 +45,6 @@ log = logging.getLogger(__name__)
 IIO_GLOB = "sys/bus/i2c/drivers/ina3221x/*/iio:device*"
 #: nvgpu refreshes the load (waking the GPU) on every read of ``load``: poll it this seldom
 LOAD_PERIOD_S = 1.0
-GPU_LOAD_PATHS = (
-    "sys/devices/gpu.0/load",  # JetPack 4/5
-    "sys/devices/platform/bus@0/17000000.gpu/load",  # JetPack 6
-    "sys/devices/platform/gpu.0/load",
-)
 #: readings at or below this are "sensor off" markers (Orin CV zones read -256 C)
 THERMAL_OFF_C = -200.0
 
@@ -109,12 +103,6 @@ def discover_rails(io: SysfsIO) -> tuple[list[RailChannel], float | None]:
     return channels, sensor_update_period_s(io)
 
 
-def total_rails_for(rails, model: str | None = None) -> tuple[str, tuple[str, ...]]:
-    """(board family, rails summed as "CPU + GPU"); all rails when the board is unknown.
-    ``model`` (the device-tree model) tells boards with the same rail names apart."""
-    return board_family(rails, model)
-
-
 class _FdCache:
     """Keep sysfs files open; read each with ``pread(fd, n, 0)`` (thread-safe, no seek)."""
 
@@ -148,15 +136,16 @@ def _int_reader(io: SysfsIO) -> tuple[Callable[[Path], int], Callable[[], None]]
 
 
 def find_gpu_load_path(io: SysfsIO, devfreq_rel: str | None = None) -> Path | None:
-    """The GPU load file (per-mille): the devfreq node's device, then the known paths."""
-    cands = ([f"{devfreq_rel}/device/load"] if devfreq_rel else []) + list(GPU_LOAD_PATHS)
+    """The GPU load file (per-mille): the devfreq node's device, then the families' known paths
+    (:func:`dvfslab.core.boards.gpu_load_paths`)."""
+    cands = ([f"{devfreq_rel}/device/load"] if devfreq_rel else []) + list(boards.gpu_load_paths())
     for rel in cands:
         if io.exists(rel):
             return io.path(rel)
     return None
 
 
-class JetsonPowerReader:
+class JetsonPowerReader(PowerReader):
     """:class:`~dvfslab.hw.base.PowerReader` over the INA3221 (or INA238) rails.
 
     ``read()`` also fills ``gpu_util_pct`` (polled at most every ``load_period_s``, held
@@ -181,7 +170,7 @@ class JetsonPowerReader:
             )
         self.rails = tuple(ch.name for ch in self._channels)
         self.model = board_model(self.io)
-        self.board_family, self.total_rails = total_rails_for(self.rails, self.model)
+        self.board_family, self.total_rails = board_family(self.rails, self.model)
         self.support_note = support_note(self.board_family)
         self._load_path = find_gpu_load_path(self.io, devfreq_rel)
         self._freq_path = self.io.path(f"{devfreq_rel}/cur_freq") if devfreq_rel else None
@@ -249,7 +238,7 @@ class JetsonPowerReader:
         self.close()
 
 
-class JetsonTelemetry:
+class JetsonTelemetry(Telemetry):
     """:class:`~dvfslab.hw.base.Telemetry`: GPU load (JetPack 4-6) and thermal zones.
 
     Each read of the load file wakes the GPU: with ``load_period_s`` (e.g. :data:`LOAD_PERIOD_S`)

@@ -16,6 +16,7 @@ import errno
 import glob
 import os
 from pathlib import Path
+from typing import Protocol
 
 from dvfslab.core.plugins import load_object
 from dvfslab.hw.base import ClockPermissionError, DvfsError
@@ -24,12 +25,26 @@ from dvfslab.hw.base import ClockPermissionError, DvfsError
 SYSFS_IO_ENV = "DVFSLAB_SYSFS_IO"
 
 
+class VirtualClock(Protocol):
+    """A clock that moves only when told to: ``clock()`` reads it, ``advance(dt_s)`` moves it."""
+
+    def __call__(self) -> float:
+        ...
+
+    def advance(self, dt_s: float) -> None:
+        ...
+
+
 class SysfsIO:
     """Read and write sysfs attributes under ``root``.
 
     Paths given to the methods are either relative to the root (``"sys/class/devfreq"``) or
-    absolute paths already under it (as returned by :meth:`path`).
+    absolute paths already under it (as returned by :meth:`path`). ``virtual_clock``: the clock
+    time moves on for this I/O when it is not the machine's (an injected fake chip whose reads
+    block on a virtual clock); None for real files.
     """
+
+    virtual_clock: VirtualClock | None = None
 
     def __init__(self, root: str | os.PathLike = "/"):
         self.root = Path(root).absolute()

@@ -2,7 +2,7 @@
 
 ``dvfslab simulate`` is a characterization sweep (:func:`dvfslab.sweep.runner.run_sweep`) on the
 simulated board: the same planning, ordering, per-run records, resume and cool-down code as a
-sweep on a Jetson, with :class:`~dvfslab.sim.executor.SimExecutor` training in virtual time and
+sweep on a Jetson, with :class:`~dvfslab.sweep.twin.SimExecutor` training in virtual time and
 the rails read through the same :class:`~dvfslab.measure.sampler.PowerSampler` (every ``tick_s`` of
 virtual time, trapezoid windows).
 
@@ -105,8 +105,8 @@ class SimulationPlan:
         return len(self.workloads()) * (levels + 1) * self.reps
 
     def sweep_plan(self):
-        """The :class:`~dvfslab.sweep.runner.SweepPlan` this simulation runs."""
-        from dvfslab.sweep.runner import make_plan as plan_sweep
+        """The :class:`~dvfslab.sweep.plan.SweepPlan` this simulation runs."""
+        from dvfslab.sweep.plan import make_plan as plan_sweep
 
         return plan_sweep([w["workload_id"] for w in self.workloads()], get_profile(self.board).levels_mhz,
                           reps=self.reps, maxn=True, order=self.order, seed=self.seed, steps=self.steps,
@@ -152,9 +152,10 @@ def generate(plan: SimulationPlan, *, progress: bool = True, work_dir: str | os.
     The sweep directory (``plan.json``, ``runs/<run_id>.json``) goes to ``work_dir`` — kept,
     and resumed when it already holds this plan — or to a temporary directory.
     """
-    from dvfslab.sim.executor import SimExecutor
-    from dvfslab.sweep.runner import run_sweep, step_rows_of
+    from dvfslab.sweep.runner import run_sweep
     from dvfslab.sweep.session import Cooldown
+    from dvfslab.sweep.store import step_rows_of
+    from dvfslab.sweep.twin import SimExecutor
 
     backend = open_backend(plan.board, plan.seed)
     workloads = plan.workloads()
@@ -201,7 +202,7 @@ def _meta(plan: SimulationPlan, board: SimBoard, executor, cooldown, end_s: floa
         "baseline": "maxn",
         "created_at": _timestamp(end_s),
         "seed": plan.seed,
-        "generator": {"name": "dvfslab simulate", "module": "dvfslab.sim.generate", "twin_version": TWIN_VERSION,
+        "generator": {"name": "dvfslab simulate", "module": "dvfslab.sweep.simulate", "twin_version": TWIN_VERSION,
                       "plan": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(plan).items()
                                if k != "extra"}},
         "run_settings": {"steps_per_run": plan.steps, "warmup_steps": plan.warmup_steps,

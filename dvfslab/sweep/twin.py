@@ -1,4 +1,10 @@
-"""The digital twin as a sweep executor: catalog workloads trained on the simulated board."""
+"""The digital twin as a sweep executor: catalog workloads trained on the simulated board.
+
+It implements the sweep's :class:`~dvfslab.sweep.executors.Executor` protocol, so it lives in
+the sweep room (``--executor dvfslab.sweep.twin:SimExecutor``; the old
+``dvfslab.sim.executor:SimExecutor`` still loads, see
+:data:`~dvfslab.sweep.executors.MOVED_EXECUTORS`).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.sim.backend import sim_board
 from dvfslab.sim.model import SimWorkload
 from dvfslab.sim.phases import check_phases
-from dvfslab.sweep.executors import BaseExecutor, measurement_row
+from dvfslab.sweep.executors import Executor, measurement_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from dvfslab.measure.sampler import PowerSampler
     from dvfslab.sweep.plan import RunSpec
 
 
-class SimExecutor(BaseExecutor):
+class SimExecutor(Executor):
     """The digital twin: trains a catalog workload on the simulated board in virtual time.
 
     Needs the ``sim`` backend (its ``board``). Warm-up, measured steps and every wait run on
@@ -56,10 +63,7 @@ class SimExecutor(BaseExecutor):
 
     @staticmethod
     def _board(backend: Backend):
-        board = getattr(backend, "board", None)
-        if board is None or not hasattr(board, "train"):
-            raise DvfsError(f"SimExecutor needs the simulated board (--backend sim), not {backend.name!r}")
-        return board
+        return sim_board(backend, "SimExecutor", "use --backend sim")
 
     @staticmethod
     def _ticks(sampler: PowerSampler | None):
