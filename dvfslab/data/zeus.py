@@ -53,6 +53,7 @@ from dvfslab.data.contract import (
     DatasetError,
     write_dataset,
 )
+from dvfslab.data.imported import alternate_splits, complete_sweeps
 
 GPUS: dict[str, str] = {"v100": "NVIDIA V100", "a40": "NVIDIA A40", "p100": "NVIDIA P100",
                         "rtx6000": "NVIDIA Quadro RTX 6000"}
@@ -184,12 +185,11 @@ def workload_id(network: str, dataset: str, optimizer: str, batch_size: int) -> 
 def split_incomplete(trace: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[float]]]:
     """The rows of configurations measured at every limit of the trace, and the others as
     ``{workload_id: [limits measured]}``."""
-    n_limits = trace["power_limit"].nunique()
     config = ["network", "dataset", "optimizer", "batch_size"]
-    complete = trace.groupby(config)["power_limit"].transform("nunique") == n_limits
+    kept, gaps = complete_sweeps(trace, config, "power_limit")
     left_out = {workload_id(n, d, o, b): sorted(float(x) for x in g["power_limit"])
-                for (n, d, o, b), g in trace[~complete].groupby(config)}
-    return trace[complete], left_out
+                for (n, d, o, b), g in trace[gaps].groupby(config)}
+    return kept, left_out
 
 
 def workloads_of(trace: pd.DataFrame, eval_every: int = 2, job: dict[str, float] | None = None) -> pd.DataFrame:
@@ -197,14 +197,12 @@ def workloads_of(trace: pd.DataFrame, eval_every: int = 2, job: dict[str, float]
     ``job`` (:func:`job_epochs`), empty where it has none."""
     configs = trace[["network", "dataset", "optimizer", "batch_size"]].drop_duplicates()
     configs = configs.sort_values(["network", "dataset", "optimizer", "batch_size"])
-    rank = configs.groupby(["network", "dataset", "optimizer"]).cumcount()
+    splits = alternate_splits(configs.groupby(["network", "dataset", "optimizer"]).cumcount(), eval_every)
     rows = []
-    for (_, c), k in zip(configs.iterrows(), rank, strict=True):
-        held = eval_every > 0 and k % eval_every == eval_every - 1
+    for (_, c), split in zip(configs.iterrows(), splits, strict=True):
         wid = workload_id(c["network"], c["dataset"], c["optimizer"], c["batch_size"])
         rows.append({"workload_id": wid, "model": c["network"], **NETWORKS[c["network"]], "task": c["dataset"],
-                     "batch_size": int(c["batch_size"]), "split": "evaluation" if held else "characterization",
-                     "job_steps": (job or {}).get(wid)})
+                     "batch_size": int(c["batch_size"]), "split": split, "job_steps": (job or {}).get(wid)})
     return pd.DataFrame(rows).reindex(columns=[*WORKLOAD_COLUMNS, *WORKLOAD_EXTRA_COLUMNS])
 
 
