@@ -79,11 +79,16 @@ def test_example_loads_with_types():
         (lambda d: edit_csv(d / "runs.csv", 9, "run_id", "r001"), ["runs.csv", "column 'run_id'", "row 9", "duplicate run_id 'r001'"]),
         (lambda d: edit_csv(d / "workloads.csv", 2, "split", "train"), ["workloads.csv", "column 'split'", "row 2"]),
         (lambda d: edit_csv(d / "workloads.csv", 1, "model_type", "seq2seq"), ["workloads.csv", "column 'model_type'", "row 1"]),
+        (lambda d: edit_csv(d / "workloads.csv", 2, "job_steps", "0"), ["workloads.csv", "column 'job_steps'", "row 2", "positive finite"]),
+        (lambda d: edit_csv(d / "workloads.csv", 3, "job_steps", "-12.5"), ["workloads.csv", "column 'job_steps'", "row 3", "got -12.5"]),
+        (lambda d: edit_csv(d / "workloads.csv", 1, "job_steps", "inf"), ["workloads.csv", "column 'job_steps'", "row 1", "got inf"]),
+        (lambda d: edit_csv(d / "workloads.csv", 2, "job_steps", "three epochs"), ["workloads.csv", "column 'job_steps'", "row 2", "'three epochs' is not a number"]),
     ],
     ids=[
         "missing-file", "malformed-json", "schema-version", "source", "freq-table", "missing-column",
         "wrong-type", "non-integer", "nan-energy", "empty-time", "negative-energy", "status",
         "unknown-workload", "freq-not-in-table", "duplicate-run-id", "split", "model-type",
+        "job-steps-zero", "job-steps-negative", "job-steps-inf", "job-steps-text",
     ],
 )
 def test_bad_input_names_file_column_row(example: Path, mutate, expected, capsys):
@@ -127,6 +132,16 @@ def test_steps_must_reference_known_runs(example: Path):
     (example / "steps.csv").write_text("run_id,step,time_s,energy_j\nr001,0,0.5,3.1\nzzz,0,0.5,3.0\n")
     with pytest.raises(DatasetError, match=r"steps.csv: column 'run_id', row 2 \(line 3\)"):
         load_dataset(example)
+
+
+def test_job_steps_is_optional_and_may_be_fractional(example: Path, tmp_path: Path):
+    assert "job_steps" not in load_dataset(example).workloads.columns  # an older dataset loads unchanged
+    edit_csv(example / "workloads.csv", 1, "job_steps", "6315")
+    edit_csv(example / "workloads.csv", 2, "job_steps", "3.5")  # row 3 left empty: no whole job known
+    ds = load_dataset(example)
+    assert ds.workloads["job_steps"].tolist()[:2] == [6315.0, 3.5] and pd.isna(ds.workloads["job_steps"].iloc[2])
+    again = write_dataset(tmp_path / "copy", ds.meta, ds.workloads, ds.runs)
+    assert again.workloads["job_steps"].tolist()[:2] == [6315.0, 3.5]
 
 
 def test_write_dataset_round_trip(tmp_path: Path):

@@ -19,7 +19,7 @@ def test_task_spec_names_aliases_and_unknown():
     assert glue.task_spec("SST-2").name == "sst2"
     assert glue.task_spec("synthetic:sts-b").is_regression
     assert glue.task_spec("mnli").eval_split == "validation_matched"
-    assert glue.task_spec("mrpc").text_fields == ("sentence1", "sentence2")
+    assert glue.task_spec("mrpc").text_columns == ("sentence1", "sentence2")
     with pytest.raises(DvfsError, match="unknown task 'sst3'.*synthetic:<task>"):
         glue.task_spec("sst3")
 
@@ -29,14 +29,14 @@ def test_synthetic_has_the_task_shape(task):
     spec = glue.task_spec(task)
     data = glue.load_task(f"synthetic:{task}", n_train=60, n_eval=30, seed=3)
     assert (len(data["train"]), len(data["validation"])) == (60, 30)
-    assert set(data["train"].column_names) == {*spec.text_fields, "label", "idx"}
+    assert set(data["train"].column_names) == {*spec.text_columns, "label", "idx"}
     labels = np.asarray(data["train"]["label"])
     if spec.is_regression:
         assert labels.dtype.kind == "f" and labels.min() >= 0 and labels.max() <= 5
     else:
         counts = np.bincount(labels, minlength=spec.num_labels)
         assert len(counts) == spec.num_labels and counts.min() == 60 // spec.num_labels
-    assert all(len(t.split()) >= 3 for f in spec.text_fields for t in data["train"][f])
+    assert all(len(t.split()) >= 3 for f in spec.text_columns for t in data["train"][f])
     again = glue.load_task(f"synthetic:{task}", n_train=60, n_eval=30, seed=3)
     assert again["train"][:] == data["train"][:]
     assert glue.load_task(f"synthetic:{task}", n_train=60, seed=4)["train"][:] != data["train"][:]

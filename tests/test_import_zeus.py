@@ -39,6 +39,39 @@ ROWS = [
 # by hand: time_per_epoch (s) x average_power (W) = J per epoch
 SQUAD_ENERGY_J = {100: 344221.029364, 125: 318052.049769, 150: 315270.674495, 175: 332007.486634,
                   200: 353772.981824, 225: 375617.606952, 250: 393731.909082}
+TRAIN_HEADER = "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+TRAIN_ROWS = [
+    # summary_train.csv lines 2641-2648: SQuAD, batch 24, run 1, every target (82.5 ... 86.0 F1)
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,82.5,3",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,83.0,3",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,83.5,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,84.0,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,84.5,5",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,85.0,nan",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,85.5,nan",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,1,86.0,nan",
+    # lines 2652, 2660, ..., 2716: runs 10, 2, 3, ..., 9 at Zeus's target 84.0 F1
+    "squad,bert_base_uncased,24,adamw,4.24e-6,10,84.0,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,2,84.0,5",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,3,84.0,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,4,84.0,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,5,84.0,5",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,6,84.0,5",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,7,84.0,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,8,84.0,4",
+    "squad,bert_base_uncased,24,adamw,4.24e-6,9,84.0,5",
+    # lines 13, 32, 51, ..., 184: ShuffleNetV2 / CIFAR-100, batch 1024, Adadelta, runs 1, 10, 2..9 at 0.6
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,1,0.6,74",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,10,0.6,71",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,2,0.6,80",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,3,0.6,71",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,4,0.6,70",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,5,0.6,80",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,6,0.6,77",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,7,0.6,97",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,8,0.6,77",
+    "cifar100,shufflenetv2,1024,adadelta,1e-1,9,0.6,90",
+]
 SQUAD = "bert_base_uncased/squad/adamw/b24"
 SHUFFLE_ADADELTA = "shufflenetv2/cifar100/adadelta/b1024"
 SHUFFLE_ADAM = "shufflenetv2/cifar100/adam/b1024"
@@ -48,6 +81,7 @@ SHUFFLE_ADAM = "shufflenetv2/cifar100/adam/b1024"
 def trace_dir(tmp_path_factory) -> Path:
     src = tmp_path_factory.mktemp("zeus")
     (src / "summary_power_v100.csv").write_text(HEADER + "\n".join(ROWS) + "\n")
+    (src / "summary_train.csv").write_text(TRAIN_HEADER + "\n".join(TRAIN_ROWS) + "\n")
     return src
 
 
@@ -114,6 +148,57 @@ def test_workload_features_come_from_the_network_table_and_the_batch_size(import
     assert "batch_size" in FT.usable_features(table, FT.FEATURES + FT.EXTRA_FEATURES)[0]  # 24, 1024, 1024
 
 
+def test_job_steps_are_the_median_epochs_to_zeus_target(imported):
+    ds = load_dataset(imported.path)
+    job = dict(zip(ds.workloads["workload_id"], ds.workloads["job_steps"], strict=True))
+    # SQuAD at 84.0 F1, runs 1..10: 4 4 5 4 4 5 5 4 4 5 -> sorted six 4s and four 5s, median (4 + 4) / 2
+    assert job[SQUAD] == 4.0  # not 5 (84.5 F1) nor 3 (83.0 F1): the other targets of run 1 are ignored
+    # ShuffleNet at 0.6: 74 71 80 71 70 80 77 97 77 90 -> sorted 70 71 71 74 77 77 80 80 90 97, median 77
+    assert job[SHUFFLE_ADADELTA] == 77.0
+    assert pd.isna(job[SHUFFLE_ADAM])  # the train trace has ShuffleNet with Adadelta only
+    info = ds.meta["job_steps"]
+    assert info["unit"] == "epochs" and info["target_metric"]["squad"] == 84.0 and info["file"] == "summary_train.csv"
+    assert info["without"] == {SHUFFLE_ADAM: "no row in the train trace"}
+
+
+def test_a_target_most_runs_never_reach_gives_no_job(tmp_path):
+    power = [f"{d},{n},{b},{o},{w},10,100" for d, n, b, o in (("cifar100", "shufflenetv2", 4096, "adadelta"),
+                                                            ("movielens-1m", "ncf", 32, "adam")) for w in (100, 250)]
+    (tmp_path / "summary_power_a40.csv").write_text(HEADER + "\n".join(power) + "\n")
+    (tmp_path / "summary_train.csv").write_text(TRAIN_HEADER + "\n".join([
+        # summary_train.csv lines 678, 697, 716, 735, 754: CIFAR-100 at batch 4096, runs 1-5, target 0.6
+        "cifar100,shufflenetv2,4096,adadelta,1e-1,1,0.6,566", "cifar100,shufflenetv2,4096,adadelta,1e-1,2,0.6,456",
+        "cifar100,shufflenetv2,4096,adadelta,1e-1,3,0.6,498", "cifar100,shufflenetv2,4096,adadelta,1e-1,4,0.6,nan",
+        "cifar100,shufflenetv2,4096,adadelta,1e-1,5,0.6,421",
+        # lines 2255-2283 (every 7th): NCF at batch 32, runs 1-5, target 0.41: only run 2 gets there
+        "movielens-1m,ncf,32,adam,3.54e-4,1,0.41,nan", "movielens-1m,ncf,32,adam,3.54e-4,2,0.41,34",
+        "movielens-1m,ncf,32,adam,3.54e-4,3,0.41,nan", "movielens-1m,ncf,32,adam,3.54e-4,4,0.41,nan",
+        "movielens-1m,ncf,32,adam,3.54e-4,5,0.41,nan"]) + "\n")
+    ds = import_zeus(tmp_path, "a40", tmp_path / "out")
+    job = dict(zip(ds.workloads["workload_id"], ds.workloads["job_steps"], strict=True))
+    # 421 456 498 566 and one never: sorted 421 456 498 566 never -> the middle one, 498 epochs
+    assert job["shufflenetv2/cifar100/adadelta/b4096"] == 498.0
+    assert pd.isna(job["ncf/movielens-1m/adam/b32"])  # 4 of 5 never: the median run never gets there
+    assert ds.meta["job_steps"]["without"] == {"ncf/movielens-1m/adam/b32": "0.41 reached by 1 of 5 runs"}
+
+
+def test_without_a_train_trace_there_is_no_job_and_meta_says_so(tmp_path):
+    (tmp_path / "summary_power_v100.csv").write_text(HEADER + "\n".join(ROWS[:7]) + "\n")
+    ds = import_zeus(tmp_path, "v100", tmp_path / "out")
+    assert ds.workloads["job_steps"].isna().all()
+    assert ds.meta["job_steps"]["rule"] == "none: no summary_train.csv under SRC_DIR"
+
+
+def test_a_train_trace_without_a_column_names_file_and_column(tmp_path):
+    (tmp_path / "summary_power_v100.csv").write_text(HEADER + "\n".join(ROWS[:7]) + "\n")
+    (tmp_path / "summary_train.csv").write_text(TRAIN_HEADER.replace(",target_epoch", "") + "squad,bert_base_uncased,"
+                                                "24,adamw,4.24e-6,1,84.0\n")
+    with pytest.raises(DatasetError) as err:
+        import_zeus(tmp_path, "v100", tmp_path / "out")
+    assert str(err.value).startswith(f"{tmp_path / 'summary_train.csv'}: column(s) target_epoch missing")
+    assert "\n" not in str(err.value)
+
+
 def test_every_second_batch_size_is_held_out(tmp_path):
     rows = [f"cifar100,shufflenetv2,{b},adam,{w},10,100" for b in (8, 16, 32, 64) for w in (100, 250)]
     (tmp_path / "summary_power_a40.csv").write_text(HEADER + "\n".join(rows) + "\n")
@@ -142,6 +227,11 @@ def test_cli_imports_the_bundled_v100_trace(tmp_path, capsys):
     # the file has 476 data lines over 68 (network, dataset, optimizer, batch size) configurations
     assert "ok: 68 workloads, 476 runs (measured); knob power_limit_w" in capsys.readouterr().out
     assert main(["validate", str(out)]) == 0
+    job = load_dataset(out).workloads.set_index("workload_id")["job_steps"]
+    # the bundled train trace, SQuAD at batch 24: runs reach 84.0 F1 at 4 4 5 4 4 5 5 4 4 5 epochs
+    # 68 - 50 = 18 without: ShuffleNet/Adam x10 and ImageNet b8, b16, b32 have no train-trace row;
+    # ImageNet b64 (0 of 4 runs) and NCF b4, b8, b16 (0 of 3-5), b32 (1 of 5) miss the target
+    assert job[SQUAD] == 4.0 and job.notna().sum() == 50
 
 
 def test_pipeline_notebooks_01_to_03_run_on_an_imported_trace(imported, tmp_path):

@@ -17,11 +17,12 @@ from dvfslab.data.catalog import (
     default_split,
     get_model,
     get_task,
+    job_steps,
     model_config,
     workload_id,
     workload_row,
 )
-from dvfslab.data.contract import WORKLOAD_COLUMNS
+from dvfslab.data.contract import WORKLOAD_COLUMNS, WORKLOAD_EXTRA_COLUMNS, load_dataset
 from dvfslab.data.seqlen import measure_avg_seq_len
 from dvfslab.data.workloads import merge_workloads, workload_table
 from dvfslab.hw.base import DvfsError
@@ -97,7 +98,7 @@ def test_lookup_normalizes_and_errors_name_the_catalog():
 
 def test_workload_row_follows_the_dataset_contract():
     row = workload_row("pythia-70m", "mrpc")
-    assert list(row) == list(WORKLOAD_COLUMNS)
+    assert list(row) == [*WORKLOAD_COLUMNS, *WORKLOAD_EXTRA_COLUMNS]
     assert row["workload_id"] == workload_id("pythia-70m", "MRPC") == "pythia-70m/mrpc"
     assert (row["model_type"], row["split"], row["n_layers"], row["hidden_size"]) == ("decoder", "characterization", 6, 512)
     assert row["params_m"] == pytest.approx(44.67)  # fine-tuned model: no LM head → "≤ 70M" group
@@ -109,7 +110,7 @@ def test_workload_row_follows_the_dataset_contract():
 
 def test_workload_table_uses_the_catalog_else_what_the_id_tells():
     table = workload_table(["bert-base/sst2", "tiny/synthetic:qnli", "EleutherAI/pythia-70m/rte"])
-    assert list(table.columns) == list(WORKLOAD_COLUMNS)
+    assert list(table.columns) == [*WORKLOAD_COLUMNS, *WORKLOAD_EXTRA_COLUMNS]
     assert list(table["workload_id"]) == ["bert-base/sst2", "tiny/synthetic:qnli", "EleutherAI/pythia-70m/rte"]
     base = table.iloc[0]  # from the catalog: BERT-base is 12 x 768, an encoder, SST-2 trains the predictor
     assert (base["model"], base["model_type"], base["n_layers"], base["hidden_size"]) == ("bert-base", "encoder", 12, 768)
@@ -117,7 +118,8 @@ def test_workload_table_uses_the_catalog_else_what_the_id_tells():
     # unknown to the catalog: model and task from the id; the split from the task after a ':'
     assert table.iloc[1][["model", "task", "split"]].tolist() == ["tiny", "synthetic:qnli", "characterization"]
     assert table.iloc[2][["model", "task", "split"]].tolist() == ["EleutherAI/pythia-70m", "rte", "evaluation"]
-    assert table.iloc[1:][["n_layers", "params_m", "batch_size"]].isna().all().all()
+    assert table.iloc[1:][["n_layers", "params_m", "batch_size", "job_steps"]].isna().all().all()
+    assert base["job_steps"] == 6315  # 3 x ceil(67349 / 32) = 3 x 2105
 
 
 def test_merge_workloads_applies_what_executors_reported():
@@ -133,6 +135,37 @@ def test_merge_workloads_applies_what_executors_reported():
     tiny = merged.loc["tiny/synthetic:qnli"]
     assert (tiny["n_layers"], tiny["avg_seq_len"], tiny["split"]) == (2, 21.5, "characterization")
     assert merged.loc["bert-small/mrpc", "n_layers"] == 4  # untouched catalog row
+
+
+# the train splits of the nyu-mll/glue dataset card (Hugging Face, README.md dataset_info,
+# splits: train num_examples), copied by hand
+GLUE_TRAIN = {"cola": 8551, "sst2": 67349, "mrpc": 3668, "stsb": 5749, "qqp": 363846, "mnli": 392702,
+              "qnli": 104743, "rte": 2490, "wnli": 635}
+
+
+def test_glue_train_splits_are_the_dataset_cards():
+    assert {name: t.train_size for name, t in TASKS.items()} == GLUE_TRAIN
+
+
+def test_job_steps_are_three_epochs_of_the_train_split_in_optimizer_steps():
+    # by hand, batch 32: SST-2 67349 / 32 = 2104.66 -> 2105 steps per epoch, x 3 = 6315;
+    # QNLI 104743 / 32 = 3273.2 -> 3274, x 3 = 9822; MRPC 3668 / 32 = 114.6 -> 115, x 3 = 345;
+    # WNLI 635 / 32 = 19.8 -> 20, x 3 = 60; batch 16: RTE 2490 / 16 = 155.6 -> 156, x 3 = 468
+    assert [workload_row("bert-base", t)["job_steps"] for t in ("sst2", "qnli", "mrpc", "wnli")] == [6315, 9822, 345, 60]
+    assert workload_row("bert-base", "rte", batch_size=16)["job_steps"] == 468
+    assert job_steps("synthetic:sst2", 32) is None  # generated data: no GLUE length
+    assert job_steps("sst2", None) is None and job_steps("imdb", 32) is None
+
+
+def test_a_fresh_simulated_dataset_carries_job_steps(tmp_path):
+    from dvfslab.sim.generate import make_plan, simulate_dataset
+
+    plan = make_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
+    ds = load_dataset(simulate_dataset(tmp_path / "sim", plan, progress=False).path)
+    got = dict(zip(ds.workloads["task"], ds.workloads["job_steps"], strict=True))
+    # batch 32, by hand: SST-2 3 x 2105 = 6315; MRPC 3 x 115 = 345; RTE 2490 / 32 = 77.8 -> 78,
+    # x 3 = 234; CoLA 8551 / 32 = 267.2 -> 268, x 3 = 804
+    assert got == {"sst2": 6315.0, "mrpc": 345.0, "rte": 234.0, "cola": 804.0}
 
 
 def test_task_facts():

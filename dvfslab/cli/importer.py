@@ -1,4 +1,5 @@
-"""``dvfslab import zeus-nsdi SRC_DIR --gpu GPU --out DIR``: other people's measurements as a dataset."""
+"""``dvfslab import zeus-nsdi SRC_DIR --gpu GPU --out DIR`` and ``dvfslab import loudva SRC --board
+BOARD --out DIR``: other people's measurements as a dataset."""
 
 from __future__ import annotations
 
@@ -24,6 +25,23 @@ def register(sub) -> None:
                    help="keep configurations not measured at every power limit (left out by default: they "
                         "would confine the fixed-level governor to the limits they have)")
     z.set_defaults(func=run_zeus)
+    lv = kinds.add_parser("loudva", help="LoudVA: Inception inference on three real Jetsons vs GPU clock",
+                          description="One dataset per board from the LoudVA measurements (MIT): Inception v3 "
+                                      "served by Triton, one fixed-clock run per (GPU clock, request concurrency); "
+                                      "energy per inference = mean module power / throughput; knob gpu_freq_mhz; "
+                                      "a workload is a concurrency (docs/method.md).")
+    lv.add_argument("src", metavar="SRC",
+                    help="a LoudVA checkout, its measurements/archive/Representative folder, or data/external/loudva")
+    lv.add_argument("--board", required=True, choices=["agx-xavier", "xavier-nx", "nano"], help="which board")
+    lv.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
+    lv.add_argument("--job-inferences", type=float, default=108_000, metavar="N",
+                    help="the whole job, in inferences (workloads.csv job_steps; default 108000: one hour of "
+                         "30 frame/s video)")
+    lv.add_argument("--eval-every", type=int, default=2, metavar="N",
+                    help="every N-th concurrency goes to the evaluation split (default 2; 0: all characterization)")
+    lv.add_argument("--keep-incomplete", action="store_true",
+                    help="keep concurrencies not measured at every clock (left out by default)")
+    lv.set_defaults(func=run_loudva)
 
 
 def run_zeus(args) -> int:
@@ -34,4 +52,16 @@ def run_zeus(args) -> int:
           f"-> {ds.path}")
     if ds.meta["incomplete_left_out"]:
         print(f"left out (not measured at every limit): {', '.join(ds.meta['incomplete_left_out'])}")
+    return 0
+
+
+def run_loudva(args) -> int:
+    from dvfslab.data.loudva import import_loudva
+
+    ds = import_loudva(args.src, args.board, args.out, eval_every=args.eval_every,
+                       keep_incomplete=args.keep_incomplete, job_inferences=args.job_inferences)
+    print(f"{ds.summary_line()}; {len(ds.levels)} GPU clocks {ds.levels[0]:g}-{ds.levels[-1]:g} MHz, "
+          f"baseline {ds.baseline} -> {ds.path}")
+    if ds.meta["incomplete_left_out"]:
+        print(f"left out (not measured at every clock): {', '.join(ds.meta['incomplete_left_out'])}")
     return 0

@@ -23,7 +23,15 @@ keeps the published size the paper's "> 70M" grouping refers to.
 
 Tasks
 -----
-GLUE train/validation sizes are those of the ``nyu-mll/glue`` dataset. Average sequence lengths
+GLUE train/validation sizes are those of the ``nyu-mll/glue`` dataset card (Hugging Face,
+``README.md`` ``dataset_info``, ``splits: num_examples``; the tasks are those of Wang et al.,
+"GLUE", ICLR 2019, table 1): train CoLA 8,551, SST-2 67,349, MRPC 3,668, STS-B 5,749,
+QQP 363,846, MNLI 392,702, QNLI 104,743, RTE 2,490, WNLI 635. A workload's whole job
+(``job_steps``, :func:`job_steps`) is the usual GLUE recipe: :data:`GLUE_EPOCHS` = 3 epochs over
+the train split (Devlin et al., "BERT", NAACL 2019, sec. 4.1: batch size 32, 3 epochs for all GLUE
+tasks; also the default ``num_train_epochs`` of ``transformers.TrainingArguments``), in
+optimizer steps: ``3 × ceil(train_size / batch_size)`` (the last, partial batch is a step).
+Average sequence lengths
 (tokens per example, special tokens included) are **estimates** (``avg_seq_len_source ==
 "estimate"``): WordPiece counts typical of the literature for BERT-uncased, and for GPT-NeoX the
 same minus the special tokens BERT adds (the two tokenizers give similar counts on English
@@ -35,6 +43,7 @@ is available.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -65,10 +74,6 @@ class ModelSpec:
     nominal_params_m: float
     in_paper: bool
     source: str
-
-    @property
-    def hf_model_type(self) -> str:
-        return "bert" if self.family == "bert" else "gpt_neox"
 
     @property
     def tokenizer_family(self) -> str:
@@ -143,9 +148,19 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
 PAPER_MODELS: tuple[str, ...] = tuple(n for n, m in MODELS.items() if m.in_paper)
 
 
+GLUE_EPOCHS = 3  # epochs of the whole fine-tuning job (the module docstring says why)
+
+
 @dataclass(frozen=True)
 class GlueTask:
-    """One GLUE task: sizes, text columns, labels and (estimated) average length in tokens."""
+    """One GLUE task: sizes, text columns, labels and (estimated) average length in tokens.
+
+    ``metric`` is the task's headline figure: ``accuracy``, ``f1`` (MRPC, QQP),
+    ``matthews_correlation`` (CoLA) or ``pearson`` (STS-B). ``eval_split`` is the split a
+    fine-tuning run evaluates on (MNLI: ``validation_matched``). ``mean_words`` is a rough
+    number of words per text column, used only to shape the synthetic generator of
+    :mod:`dvfslab.harness.glue` (real token lengths are measured on the tokenized data).
+    """
 
     name: str
     display: str
@@ -156,11 +171,21 @@ class GlueTask:
     metric: str
     avg_seq_len_wordpiece: float
     seq_len_cv: float  # coefficient of variation of example lengths (estimate)
+    mean_words: tuple[int, ...]
+    eval_split: str = "validation"
     avg_seq_len_source: str = "estimate"
 
     @property
     def is_pair(self) -> bool:
         return len(self.text_columns) == 2
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def job_steps(self, batch_size: int, epochs: int = GLUE_EPOCHS) -> int:
+        """Optimizer steps of ``epochs`` passes over the train split (the last batch may be partial)."""
+        return epochs * math.ceil(self.train_size / int(batch_size))
 
     def avg_seq_len(self, tokenizer_family: str = "wordpiece") -> float:
         """Estimated tokens per example for a tokenizer family (``wordpiece`` or ``gpt-neox``)."""
@@ -170,17 +195,20 @@ class GlueTask:
         return round(self.avg_seq_len_wordpiece - special, 1)
 
 
+# train / validation sizes: the nyu-mll/glue dataset card (see the module docstring)
 TASKS: dict[str, GlueTask] = {t.name: t for t in (
-    GlueTask("cola", "CoLA", ("sentence",), 2, 8551, 1043, "matthews_correlation", 11.3, 0.45),
-    GlueTask("sst2", "SST-2", ("sentence",), 2, 67349, 872, "accuracy", 13.3, 0.7),
-    GlueTask("mrpc", "MRPC", ("sentence1", "sentence2"), 2, 3668, 408, "f1", 53.2, 0.25),
-    GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), 1, 5749, 1500, "pearson", 31.3, 0.4),
-    GlueTask("qqp", "QQP", ("question1", "question2"), 2, 363846, 40430, "f1", 30.6, 0.45),
-    GlueTask("mnli", "MNLI", ("premise", "hypothesis"), 3, 392702, 9815, "accuracy", 39.9, 0.45),
-    GlueTask("qnli", "QNLI", ("question", "sentence"), 2, 104743, 5463, "accuracy", 51.0, 0.4),
-    GlueTask("rte", "RTE", ("sentence1", "sentence2"), 2, 2490, 277, "accuracy", 71.1, 0.5),
-    GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), 2, 635, 71, "accuracy", 37.5, 0.3),
+    GlueTask("cola", "CoLA", ("sentence",), 2, 8551, 1043, "matthews_correlation", 11.3, 0.45, (9,)),
+    GlueTask("sst2", "SST-2", ("sentence",), 2, 67349, 872, "accuracy", 13.3, 0.7, (10,)),
+    GlueTask("mrpc", "MRPC", ("sentence1", "sentence2"), 2, 3668, 408, "f1", 53.2, 0.25, (22, 22)),
+    GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), 1, 5749, 1500, "pearson", 31.3, 0.4, (10, 10)),
+    GlueTask("qqp", "QQP", ("question1", "question2"), 2, 363846, 40430, "f1", 30.6, 0.45, (11, 11)),
+    GlueTask("mnli", "MNLI", ("premise", "hypothesis"), 3, 392702, 9815, "accuracy", 39.9, 0.45, (22, 11),
+             eval_split="validation_matched"),
+    GlueTask("qnli", "QNLI", ("question", "sentence"), 2, 104743, 5463, "accuracy", 51.0, 0.4, (10, 30)),
+    GlueTask("rte", "RTE", ("sentence1", "sentence2"), 2, 2490, 277, "accuracy", 71.1, 0.5, (43, 9)),
+    GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), 2, 635, 71, "accuracy", 37.5, 0.3, (14, 8)),
 )}
+
 CHARACTERIZATION_TASKS: tuple[str, ...] = ("sst2", "qnli", "mrpc")
 EVALUATION_TASKS: tuple[str, ...] = ("qqp", "rte", "cola", "stsb", "mnli", "wnli")
 
@@ -236,26 +264,58 @@ def workload_id(model: str, task: str) -> str:
 
 
 def default_split(task: str) -> str:
-    """``characterization`` for SST-2, QNLI, MRPC (the paper's training tasks), else ``evaluation``."""
-    return "characterization" if get_task(task).name in CHARACTERIZATION_TASKS else "evaluation"
+    """``characterization`` for SST-2, QNLI, MRPC (the paper's training tasks), else ``evaluation``.
+
+    ``synthetic:<task>`` and any other ``<prefix>:<task>`` go with ``<task>``; a task outside the
+    catalog is ``evaluation``.
+    """
+    key = task.rpartition(":")[2].strip().lower().replace("-", "").replace("_", "")
+    return "characterization" if key in CHARACTERIZATION_TASKS else "evaluation"
+
+
+def job_steps(task: str, batch_size: int | None, epochs: int = GLUE_EPOCHS) -> int | None:
+    """Optimizer steps of the whole fine-tuning job of a GLUE task (:meth:`GlueTask.job_steps`);
+    ``None`` for a task outside the catalog, a ``synthetic:<task>`` (generated data has no
+    GLUE length) or an unknown batch size."""
+    if batch_size is None or ":" in task:
+        return None
+    try:
+        return get_task(task).job_steps(batch_size, epochs)
+    except UnknownWorkloadError:
+        return None
+
+
+def workload_record(workload_id: str, model: str, task: str, *, model_family: str | None = None,
+                    model_type: str | None = None, params_m: float | None = None, n_layers: int | None = None,
+                    hidden_size: int | None = None, avg_seq_len: float | None = None,
+                    max_seq_len: int | None = None, batch_size: int | None = None,
+                    split: str | None = None) -> dict:
+    """One ``workloads.csv`` row (the dataset contract's columns, then ``job_steps``): the one place
+    a row is assembled, whether its features come from the catalog (:func:`workload_row`), from a
+    loaded model (:func:`dvfslab.harness.records.measured_workload_row`) or only from its id
+    (:func:`dvfslab.data.workloads.workload_table`). ``split`` defaults to the task's
+    (:func:`default_split`); ``job_steps`` is the GLUE task's whole job (:func:`job_steps`)."""
+    return {
+        "workload_id": workload_id, "model": model, "model_family": model_family, "model_type": model_type,
+        "params_m": params_m, "n_layers": n_layers, "hidden_size": hidden_size, "task": task,
+        "avg_seq_len": avg_seq_len, "max_seq_len": max_seq_len, "batch_size": batch_size,
+        "split": split or default_split(task), "job_steps": job_steps(task, batch_size),
+    }
 
 
 def workload_row(model: str, task: str, *, split: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_seq_len: int = DEFAULT_MAX_SEQ_LEN, avg_seq_len: float | None = None) -> dict:
-    """One ``workloads.csv`` row (the dataset contract's columns) for a catalog model and task.
+    """The ``workloads.csv`` row (:func:`workload_record`) of a catalog model and task.
 
     ``avg_seq_len`` defaults to the catalog estimate for the model's tokenizer; pass a measured
     value (:func:`dvfslab.data.seqlen.measure_avg_seq_len`) when you have one.
     """
     m, t = get_model(model), get_task(task)
     seq = t.avg_seq_len(m.tokenizer_family) if avg_seq_len is None else float(avg_seq_len)
-    return {
-        "workload_id": f"{m.name}/{t.name}", "model": m.name, "model_family": m.family,
-        "model_type": m.model_type, "params_m": round(m.params(t.num_labels) / 1e6, 2),
-        "n_layers": m.n_layers, "hidden_size": m.hidden_size, "task": t.name,
-        "avg_seq_len": round(min(seq, max_seq_len), 1), "max_seq_len": int(max_seq_len),
-        "batch_size": int(batch_size), "split": split or default_split(t.name),
-    }
+    return workload_record(f"{m.name}/{t.name}", m.name, t.name, model_family=m.family, model_type=m.model_type,
+                           params_m=round(m.params(t.num_labels) / 1e6, 2), n_layers=m.n_layers,
+                           hidden_size=m.hidden_size, avg_seq_len=round(min(seq, max_seq_len), 1),
+                           max_seq_len=int(max_seq_len), batch_size=int(batch_size), split=split)
 
 
 def model_config(name: str, num_labels: int = 2) -> dict:

@@ -53,6 +53,11 @@ WORKLOAD_COLUMNS: dict[str, str] = {
     "batch_size": "int?",
     "split": "str",
 }
+# optional workloads.csv columns (kept, typed, checked when present). ``job_steps``: how many of
+# the runs' units (the unit of runs.csv ``steps``: optimizer steps, or epochs / inferences in an
+# imported trace; fractional allowed) the whole job runs; positive and finite. Without it the
+# job is the measured run itself.
+WORKLOAD_EXTRA_COLUMNS: dict[str, str] = {"job_steps": "float?"}
 RUN_COLUMNS: dict[str, str] = {
     "run_id": "str",
     "workload_id": "str",
@@ -166,7 +171,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     if not root.is_dir():
         raise DatasetError(root, "not a directory", fix="pass a dataset directory holding meta.json, workloads.csv and runs.csv")
     meta = _read_meta(root / "meta.json")
-    workloads = _read_table(root / "workloads.csv", WORKLOAD_COLUMNS)
+    workloads = _read_table(root / "workloads.csv", WORKLOAD_COLUMNS, WORKLOAD_EXTRA_COLUMNS)
     runs = _read_table(root / "runs.csv", run_columns(get_knob(meta.get("knob"))), RUN_EXTRA_COLUMNS)
     steps_path = root / "steps.csv"
     steps = _read_table(steps_path, STEP_COLUMNS) if steps_path.exists() else None
@@ -288,6 +293,12 @@ def _validate_workloads(wpath: Path, wl: pd.DataFrame) -> None:
         vals = wl[col].astype(float)
         if (row := _first(vals <= 0)) is not None:
             raise DatasetError(wpath, f"must be positive, got {vals.iloc[row - 1]}", column=col, row=row)
+    if "job_steps" in wl.columns:
+        jobs = wl["job_steps"].astype(float)
+        if (row := _first((jobs <= 0) | np.isinf(jobs))) is not None:
+            raise DatasetError(wpath, f"must be a positive finite number of the runs' units, got {jobs.iloc[row - 1]}",
+                               column="job_steps", row=row,
+                               fix="give the whole job's length in the unit of runs.csv steps, or leave the cell empty")
 
 
 def _validate_runs(ds: Dataset) -> None:

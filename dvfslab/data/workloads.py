@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from dvfslab.data.catalog import CHARACTERIZATION_TASKS, UnknownWorkloadError, workload_row
-from dvfslab.data.contract import WORKLOAD_COLUMNS
+from dvfslab.data.catalog import UnknownWorkloadError, workload_record, workload_row
+from dvfslab.data.contract import WORKLOAD_COLUMNS, WORKLOAD_EXTRA_COLUMNS
 
 
 def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
@@ -24,11 +24,9 @@ def workload_table(workload_ids: Sequence[str]) -> pd.DataFrame:
         row = _catalog_row(wid)
         if row is None:
             model, _, task = wid.rpartition("/")
-            row = {"workload_id": wid, "model": model, "task": task or model,
-                   "split": "characterization" if task.rpartition(":")[2] in CHARACTERIZATION_TASKS
-                   else "evaluation"}
+            row = workload_record(wid, model, task or model)
         rows.append(row)
-    return pd.DataFrame(rows, columns=list(WORKLOAD_COLUMNS))
+    return pd.DataFrame(rows, columns=[*WORKLOAD_COLUMNS, *WORKLOAD_EXTRA_COLUMNS])
 
 
 def _catalog_row(wid: str) -> dict | None:
@@ -49,7 +47,7 @@ def merge_workloads(table: pd.DataFrame, records: Mapping[str, dict]) -> pd.Data
         reported = rec.get("extras", {}).get("workload")
         if isinstance(reported, Mapping) and reported.get("workload_id") in index:
             i = index[reported["workload_id"]]
-            for col in WORKLOAD_COLUMNS:
+            for col in (*WORKLOAD_COLUMNS, *WORKLOAD_EXTRA_COLUMNS):
                 if reported.get(col) is not None:
                     table.loc[table.index[i], col] = reported[col]
     return table

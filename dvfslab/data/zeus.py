@@ -15,6 +15,20 @@ row into one fixed-policy run at that power limit:
   among the levels every training workload was measured at, so a two-level sweep would confine it
   to those two. ``keep_incomplete=True`` keeps them.
 
+**Whole job** (``job_steps``, in epochs, the unit of these runs): the epochs the configuration
+needs to reach Zeus's target metric, from the train trace ``summary_train.csv`` (same folder;
+one row per (configuration, seed ``run``, ``target_metric``) with the ``target_epoch`` at which
+that run first reached it, empty when it never did). The target per dataset is the one Zeus's
+own trace-driven experiments use (:data:`TARGETS`: ``get_job_with_defaults`` in the artifact's
+``run_alibaba.py``). ``job_steps`` is the median over the runs (seeds) of that epoch, a run that
+never reached the target counting as longer than every run that did; when at least half of
+the runs never reached it (the median is then not finite), or the train trace has no row for
+the configuration (e.g. ShuffleNet with Adam, ImageNet below batch 64), the workload gets no
+``job_steps`` and meta.json ``job_steps.without`` lists it with the reason. Zeus's simulator
+stops a run at a per-dataset ``max_epochs`` (CIFAR-100: 100); the epochs here are not capped
+(CIFAR-100 at batch 2048 reaches 0.60 after 151-276 epochs). Without the train trace under
+SRC_DIR no workload gets ``job_steps`` (meta.json says so).
+
 A workload is (network, dataset, optimizer, batch size): ``model`` is the network, ``task`` the
 dataset. Its features come from :data:`NETWORKS` (a hand table, sources there) and the batch
 size. Splits: within each (network, dataset, optimizer) the batch sizes in ascending order go
@@ -28,16 +42,33 @@ import hashlib
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.data.contract import WORKLOAD_COLUMNS, Dataset, DatasetError, write_dataset
+from dvfslab.data.contract import (
+    WORKLOAD_COLUMNS,
+    WORKLOAD_EXTRA_COLUMNS,
+    Dataset,
+    DatasetError,
+    write_dataset,
+)
+from dvfslab.data.imported import alternate_splits, complete_sweeps
 
 GPUS: dict[str, str] = {"v100": "NVIDIA V100", "a40": "NVIDIA A40", "p100": "NVIDIA P100",
                         "rtx6000": "NVIDIA Quadro RTX 6000"}
 TRACE_COLUMNS = ("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power")
 #: where ``summary_power_<gpu>.csv`` may sit under SRC_DIR (this repo's copy, the Zeus checkout)
 TRACE_SUBDIRS = (".", "trace", "examples/research_reproducibility/zeus_nsdi23/trace")
+
+TRAIN_COLUMNS = ("dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch")
+TRAIN_FILE = "summary_train.csv"
+#: the target validation metric Zeus's trace-driven experiments train each dataset to:
+#: ``get_job_with_defaults`` in examples/research_reproducibility/zeus_nsdi23/run_alibaba.py
+#: (ml-energy/zeus; accuracy for CIFAR-100, ImageNet, sentiment140; F1 for SQuAD; WER, lower is
+#: better, for LibriSpeech; NDCG for MovieLens-1M)
+TARGETS: dict[str, float] = {"cifar100": 0.6, "imagenet": 0.65, "squad": 84.0, "librispeech": 40.0,
+                             "movielens-1m": 0.41, "sentiment140": 0.84}
 
 # network -> workload features; None = not published for the variant Zeus trained (left empty,
 # the models impute it). Sources and derivations: data/external/zeus_nsdi23/SOURCE.md.
@@ -103,6 +134,50 @@ def read_trace(path: str | os.PathLike) -> pd.DataFrame:
     return out
 
 
+def find_train_trace(src_dir: str | os.PathLike) -> Path | None:
+    """``summary_train.csv`` under ``src_dir`` (the same places as the power traces), else None."""
+    root = Path(src_dir)
+    return next((root / sub / TRAIN_FILE for sub in TRACE_SUBDIRS if (root / sub / TRAIN_FILE).is_file()), None)
+
+
+def read_train_trace(path: str | os.PathLike) -> pd.DataFrame:
+    """Read the train trace; a missing column or a bad number names the file, the column and the row."""
+    path = Path(path)
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in TRAIN_COLUMNS if c not in raw.columns]
+    if missing:
+        raise DatasetError(path, f"column(s) {', '.join(missing)} missing",
+                           fix=f"a Zeus train trace has {', '.join(TRAIN_COLUMNS)}")
+    out = raw[list(TRAIN_COLUMNS)].copy()
+    for col in ("batch_size", "target_metric", "target_epoch"):
+        blank = out[col].str.strip().str.lower().isin(("", "nan"))  # target_epoch: never reached
+        values = pd.to_numeric(out[col].where(~blank, None), errors="coerce")
+        bad = (values.isna() & ~blank) | (values <= 0) | (blank & (col != "target_epoch"))
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0]) + 1
+            raise DatasetError(path, f"{out[col].iloc[row - 1]!r} is not a positive number", column=col, row=row)
+        out[col] = values
+    return out
+
+
+def job_epochs(train: pd.DataFrame) -> tuple[dict[str, float], dict[str, str]]:
+    """``({workload_id: epochs to reach the target}, {workload_id: why none})`` from the train
+    trace: the median over runs of the epoch at which :data:`TARGETS` is first reached, a run that
+    never reached it counting as longer than any (module docstring)."""
+    target = train["dataset"].map(TARGETS)
+    at_target = train[np.isclose(train["target_metric"], target.astype(float)) & target.notna()]
+    epochs, without = {}, {}
+    for (n, d, o, b), g in at_target.groupby(["network", "dataset", "optimizer", "batch_size"]):
+        wid = workload_id(n, d, o, b)
+        median = float(np.median(g["target_epoch"].fillna(np.inf).to_numpy(float)))
+        if np.isfinite(median):
+            epochs[wid] = median
+        else:
+            reached = int(g["target_epoch"].notna().sum())
+            without[wid] = f"{TARGETS[d]:g} reached by {reached} of {len(g)} runs"
+    return epochs, without
+
+
 def workload_id(network: str, dataset: str, optimizer: str, batch_size: int) -> str:
     return f"{network}/{dataset}/{optimizer}/b{int(batch_size)}"
 
@@ -110,26 +185,25 @@ def workload_id(network: str, dataset: str, optimizer: str, batch_size: int) -> 
 def split_incomplete(trace: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[float]]]:
     """The rows of configurations measured at every limit of the trace, and the others as
     ``{workload_id: [limits measured]}``."""
-    n_limits = trace["power_limit"].nunique()
     config = ["network", "dataset", "optimizer", "batch_size"]
-    complete = trace.groupby(config)["power_limit"].transform("nunique") == n_limits
+    kept, gaps = complete_sweeps(trace, config, "power_limit")
     left_out = {workload_id(n, d, o, b): sorted(float(x) for x in g["power_limit"])
-                for (n, d, o, b), g in trace[~complete].groupby(config)}
-    return trace[complete], left_out
+                for (n, d, o, b), g in trace[gaps].groupby(config)}
+    return kept, left_out
 
 
-def workloads_of(trace: pd.DataFrame, eval_every: int = 2) -> pd.DataFrame:
-    """One ``workloads.csv`` row per (network, dataset, optimizer, batch size)."""
+def workloads_of(trace: pd.DataFrame, eval_every: int = 2, job: dict[str, float] | None = None) -> pd.DataFrame:
+    """One ``workloads.csv`` row per (network, dataset, optimizer, batch size); ``job_steps`` from
+    ``job`` (:func:`job_epochs`), empty where it has none."""
     configs = trace[["network", "dataset", "optimizer", "batch_size"]].drop_duplicates()
     configs = configs.sort_values(["network", "dataset", "optimizer", "batch_size"])
-    rank = configs.groupby(["network", "dataset", "optimizer"]).cumcount()
+    splits = alternate_splits(configs.groupby(["network", "dataset", "optimizer"]).cumcount(), eval_every)
     rows = []
-    for (_, c), k in zip(configs.iterrows(), rank, strict=True):
-        held = eval_every > 0 and k % eval_every == eval_every - 1
-        rows.append({"workload_id": workload_id(c["network"], c["dataset"], c["optimizer"], c["batch_size"]),
-                     "model": c["network"], **NETWORKS[c["network"]], "task": c["dataset"],
-                     "batch_size": int(c["batch_size"]), "split": "evaluation" if held else "characterization"})
-    return pd.DataFrame(rows).reindex(columns=list(WORKLOAD_COLUMNS))
+    for (_, c), split in zip(configs.iterrows(), splits, strict=True):
+        wid = workload_id(c["network"], c["dataset"], c["optimizer"], c["batch_size"])
+        rows.append({"workload_id": wid, "model": c["network"], **NETWORKS[c["network"]], "task": c["dataset"],
+                     "batch_size": int(c["batch_size"]), "split": split, "job_steps": (job or {}).get(wid)})
+    return pd.DataFrame(rows).reindex(columns=[*WORKLOAD_COLUMNS, *WORKLOAD_EXTRA_COLUMNS])
 
 
 def runs_of(trace: pd.DataFrame) -> pd.DataFrame:
@@ -164,11 +238,34 @@ def meta_of(trace: pd.DataFrame, gpu: str, path: Path, left_out: dict[str, list[
     }
 
 
+def job_meta(trace: pd.DataFrame, train_path: Path | None) -> tuple[dict[str, float], dict]:
+    """``job_steps`` per workload of ``trace`` and the meta.json ``job_steps`` entry saying how."""
+    wids = {workload_id(n, d, o, b) for n, d, o, b in
+            zip(trace["network"], trace["dataset"], trace["optimizer"], trace["batch_size"], strict=True)}
+    if train_path is None:
+        return {}, {"unit": "epochs", "rule": f"none: no {TRAIN_FILE} under SRC_DIR"}
+    epochs, why = job_epochs(read_train_trace(train_path))
+    job = {w: e for w, e in epochs.items() if w in wids}
+    without = {w: why.get(w, "no row in the train trace") for w in sorted(wids - set(job))}
+    return job, {
+        "unit": "epochs",
+        "rule": "median over the runs (seeds) of the first epoch that reaches the dataset's target metric; a run "
+                "that never reaches it counts as longer than any; no job_steps when that median is not finite",
+        "target_metric": TARGETS,
+        "target_source": "ml-energy/zeus examples/research_reproducibility/zeus_nsdi23/run_alibaba.py, "
+                         "get_job_with_defaults",
+        "file": train_path.name, "sha256": hashlib.sha256(train_path.read_bytes()).hexdigest(),
+        "without": without,
+    }
+
+
 def import_zeus(src_dir: str | os.PathLike, gpu: str, out_dir: str | os.PathLike, eval_every: int = 2,
                 keep_incomplete: bool = False) -> Dataset:
-    """Convert ``summary_power_<gpu>.csv`` under ``src_dir`` into a dataset at ``out_dir``."""
+    """Convert ``summary_power_<gpu>.csv`` (and ``summary_train.csv`` when present) under
+    ``src_dir`` into a dataset at ``out_dir``."""
     path = find_trace(src_dir, gpu)
     full = read_trace(path)
     trace, left_out = (full, {}) if keep_incomplete else split_incomplete(full)
-    meta = meta_of(full, gpu, path, left_out)
-    return write_dataset(out_dir, meta, workloads_of(trace, eval_every), runs_of(trace))
+    job, job_info = job_meta(trace, find_train_trace(src_dir))
+    meta = {**meta_of(full, gpu, path, left_out), "job_steps": job_info}
+    return write_dataset(out_dir, meta, workloads_of(trace, eval_every, job), runs_of(trace))

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dvfslab.data.catalog import GlueTask
 from dvfslab.harness import glue, hf
 from dvfslab.harness import records as rec
 from dvfslab.harness.callback import DvfsCallback
@@ -34,7 +35,7 @@ class _Prepared:
     """Model source, task spec, tokenizer and tokenized splits of one run (before any clock)."""
 
     source: hf.ModelSource
-    spec: glue.TaskSpec
+    spec: GlueTask
     task: str
     tokenizer: object
     tokenized: object
@@ -133,8 +134,8 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
             stack.callback(backend.close)
         _check_backend(backend)
         model = hf.build_model(p.source, p.spec, p.tokenizer, seed, batch_size, max_seq_len)
-        workload = rec.workload_row(p.source, model, p.task, glue.avg_seq_len(p.tokenized["train"]),
-                                    max_seq_len, batch_size, split)
+        workload = rec.measured_workload_row(p.source, model, p.task, glue.avg_seq_len(p.tokenized["train"]),
+                                             max_seq_len, batch_size, split)
         cb = DvfsCallback(backend, freq_mhz=freq_mhz, governor=governor, features=rec.features_of(workload),
                           warmup_steps=warmup_steps, sample_period_s=sample_period_s, sampler=sampler,
                           sync_cuda=sync_cuda)

@@ -16,11 +16,11 @@ correlation, and Pearson / Spearman for STS-B.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from dvfslab.data.catalog import GlueTask, UnknownWorkloadError, get_task
 from dvfslab.hw.base import DvfsError
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -31,49 +31,14 @@ class TaskError(DvfsError):
     """An unknown task, or task data that cannot be loaded."""
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """The shape of one GLUE task, from the catalog (:mod:`dvfslab.data.catalog`) plus what loading
-    and the generator need.
-
-    ``metric`` is the task's headline figure: ``accuracy``, ``f1`` (MRPC, QQP),
-    ``matthews_correlation`` (CoLA) or ``pearson`` (STS-B), as in the catalog.
-    ``mean_words`` is a rough number of words per text field, used only to shape the
-    synthetic generator (real token lengths are measured on the tokenized data).
-    """
-
-    name: str
-    text_fields: tuple[str, ...]
-    num_labels: int
-    metric: str
-    eval_split: str
-    mean_words: tuple[int, ...]
-
-    @property
-    def is_regression(self) -> bool:
-        return self.num_labels == 1
-
-    @property
-    def is_pair(self) -> bool:
-        return len(self.text_fields) == 2
-
-
-_EVAL_SPLIT = {"mnli": "validation_matched"}
-_MEAN_WORDS = {"cola": (9,), "sst2": (10,), "mrpc": (22, 22), "qqp": (11, 11), "stsb": (10, 10),
-               "mnli": (22, 11), "qnli": (10, 30), "rte": (43, 9), "wnli": (14, 8)}
-
-
-def task_spec(task: str) -> TaskSpec:
-    """The spec of a GLUE task name (``sst2``, ``SST-2``) or ``synthetic:<task>``."""
-    from dvfslab.data.catalog import UnknownWorkloadError, get_task
-
+def task_spec(task: str) -> GlueTask:
+    """The catalog's :class:`~dvfslab.data.catalog.GlueTask` of a task name (``sst2``, ``SST-2``) or
+    ``synthetic:<task>``; :class:`TaskError` naming the fix when unknown."""
     base = task[len(SYNTHETIC_PREFIX):] if task.startswith(SYNTHETIC_PREFIX) else task
     try:
-        t = get_task(base)
+        return get_task(base)
     except UnknownWorkloadError as err:
         raise TaskError(f"{err} Use synthetic:<task> for the offline generator.") from None
-    return TaskSpec(t.name, tuple(t.text_columns), t.num_labels, t.metric,
-                    _EVAL_SPLIT.get(t.name, "validation"), _MEAN_WORDS[t.name])
 
 
 def is_synthetic(task: str) -> bool:
@@ -120,7 +85,7 @@ def _acceptability(rng: np.random.Generator, mean: int, label: int) -> str:
     return " ".join(words)
 
 
-def _pair(rng: np.random.Generator, spec: TaskSpec, label: float) -> tuple[str, str]:
+def _pair(rng: np.random.Generator, spec: GlueTask, label: float) -> tuple[str, str]:
     """Second text derived from the first: overlap encodes the label."""
     first = _words(rng, spec.mean_words[0], _FILLER)
     n2 = max(3, int(rng.poisson(spec.mean_words[1])))
@@ -140,19 +105,19 @@ def _pair(rng: np.random.Generator, spec: TaskSpec, label: float) -> tuple[str, 
     return " ".join(first), " ".join(second)
 
 
-def synthetic_rows(spec: TaskSpec, n: int, seed: int) -> dict[str, list]:
+def synthetic_rows(spec: GlueTask, n: int, seed: int) -> dict[str, list]:
     """``n`` examples with the columns of ``spec`` (plus ``label`` and ``idx``), balanced labels."""
     rng = np.random.default_rng(seed)
     if spec.is_regression:
         labels = [float(round(x, 2)) for x in rng.uniform(0.0, 5.0, size=n)]
     else:
         labels = [int(i % spec.num_labels) for i in rng.permutation(n)]
-    cols: dict[str, list] = {f: [] for f in spec.text_fields}
+    cols: dict[str, list] = {f: [] for f in spec.text_columns}
     for label in labels:
         if spec.is_pair:
             a, b = _pair(rng, spec, label)
-            cols[spec.text_fields[0]].append(a)
-            cols[spec.text_fields[1]].append(b)
+            cols[spec.text_columns[0]].append(a)
+            cols[spec.text_columns[1]].append(b)
         elif spec.name == "cola":
             cols["sentence"].append(_acceptability(rng, spec.mean_words[0], int(label)))
         else:
@@ -188,7 +153,7 @@ def _find_split(root: Path, names: tuple[str, ...]) -> Path | None:
     return None
 
 
-def _load_local(spec: TaskSpec, data_dir: Path):
+def _load_local(spec: GlueTask, data_dir: Path):
     import datasets
 
     if not data_dir.is_dir():
@@ -199,13 +164,13 @@ def _load_local(spec: TaskSpec, data_dir: Path):
     valid = _find_split(data_dir, (spec.eval_split, "validation", "dev"))
     if train is None or valid is None:
         raise TaskError(f"{data_dir}: need train.<ext> and validation.<ext> (ext: {', '.join(_LOCAL_EXT)}) "
-                        f"with columns {', '.join(spec.text_fields)}, label")
+                        f"with columns {', '.join(spec.text_columns)}, label")
     kw = {"delimiter": "\t"} if train.suffix == ".tsv" else {}
     files = {"train": str(train), "validation": str(valid)}
     return datasets.load_dataset(_LOCAL_EXT[train.suffix], data_files=files, **kw)
 
 
-def _load_hub(spec: TaskSpec):
+def _load_hub(spec: GlueTask):
     import datasets
 
     try:
@@ -236,7 +201,7 @@ def load_task(task: str, *, data_dir: str | os.PathLike | None = None, n_train: 
         raise TaskError(f"task {task!r}: data has splits {list(raw)}; need train and {spec.eval_split}")
     out = datasets.DatasetDict({"train": raw["train"], "validation": raw[eval_name]})
     for split, cap in (("train", n_train), ("validation", n_eval)):
-        missing = [c for c in (*spec.text_fields, "label") if c not in out[split].column_names]
+        missing = [c for c in (*spec.text_columns, "label") if c not in out[split].column_names]
         if missing:
             raise TaskError(f"task {task!r}, split {split}: columns {', '.join(missing)} are missing "
                             f"(have {', '.join(out[split].column_names)}); use the GLUE column names")
@@ -280,16 +245,16 @@ def build_local_tokenizer(texts, *, vocab_size: int, decoder: bool = False):
                                    sep_token="[SEP]", model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
-def task_texts(data, spec: TaskSpec) -> list[str]:
+def task_texts(data, spec: GlueTask) -> list[str]:
     """Every text of a split, for training a local tokenizer."""
-    return [t for f in spec.text_fields for t in data[f]]
+    return [t for f in spec.text_columns for t in data[f]]
 
 
-def tokenize_task(data, tokenizer, spec: TaskSpec, max_seq_len: int):
+def tokenize_task(data, tokenizer, spec: GlueTask, max_seq_len: int):
     """Tokenize every split (truncation at ``max_seq_len``, no padding: the collator pads)."""
 
     def encode(batch):
-        texts = [batch[f] for f in spec.text_fields]
+        texts = [batch[f] for f in spec.text_columns]
         return tokenizer(*texts, truncation=True, max_length=max_seq_len)
 
     drop = [c for c in data["train"].column_names if c != "label"]
@@ -348,7 +313,7 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def compute_metrics(spec: TaskSpec, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def compute_metrics(spec: GlueTask, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Task metrics from model outputs (logits, or scores for regression) and references.
 
     The key ``"metric"`` holds the task's headline figure (``spec.metric``, as in the catalog):

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dvfslab.data.catalog import is_decoder_config
-from dvfslab.harness.glue import TaskSpec, build_local_tokenizer, compute_metrics
+from dvfslab.data.catalog import GlueTask, is_decoder_config
+from dvfslab.harness.glue import build_local_tokenizer, compute_metrics
 from dvfslab.harness.types import FinetuneError
 
 LOCAL_TOKENIZER_VOCAB = 30000
@@ -127,7 +127,7 @@ def resolve_tokenizer(source: ModelSource, tokenizer, train_texts: Sequence[str]
     return tok
 
 
-def build_model(source: ModelSource, spec: TaskSpec, tokenizer, seed: int, batch_size: int, max_seq_len: int):
+def build_model(source: ModelSource, spec: GlueTask, tokenizer, seed: int, batch_size: int, max_seq_len: int):
     """``AutoModelForSequenceClassification`` with the task's labels and the tokenizer's pad id."""
     from transformers import AutoModelForSequenceClassification, set_seed
 
@@ -173,7 +173,7 @@ def make_trainer(model, tokenizer, tokenized, tmp_dir: str, callbacks: Sequence,
     return trainer
 
 
-def evaluate(trainer, split, spec: TaskSpec) -> dict[str, float]:
+def evaluate(trainer, split, spec: GlueTask) -> dict[str, float]:
     """The task metrics on ``split`` (see :func:`dvfslab.harness.glue.compute_metrics`)."""
     out = trainer.predict(split)
     return compute_metrics(spec, out.predictions, out.label_ids)

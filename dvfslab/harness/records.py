@@ -1,6 +1,6 @@
 """Writing a fine-tuning run into a dataset directory (the contract of :mod:`dvfslab.data.contract`).
 
-* :func:`workload_row` and :func:`features_of`: the ``workloads.csv`` row and what a governor
+* :func:`measured_workload_row` and :func:`features_of`: the ``workloads.csv`` row and what a governor
   sees of it before the run;
 * :func:`record_success` / :func:`record_failure`: the ``runs.csv`` row (``status`` ok or
   failed), the step rows and the power trace;
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from dvfslab.core.files import file_lock, utc_now
+from dvfslab.data.catalog import GlueTask, workload_record
 from dvfslab.data.contract import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -30,7 +31,7 @@ from dvfslab.data.contract import (
     load_dataset,
     write_dataset,
 )
-from dvfslab.harness.glue import TaskSpec, is_synthetic
+from dvfslab.harness.glue import is_synthetic
 from dvfslab.harness.hf import ModelSource, is_decoder
 from dvfslab.harness.types import FinetuneError, FinetuneResult
 from dvfslab.hw.base import Backend
@@ -41,23 +42,19 @@ if TYPE_CHECKING:  # the callback pulls in transformers; records only read its r
 log = logging.getLogger(__name__)
 
 
-def workload_row(source: ModelSource, model, task: str, avg_len: float, max_seq_len: int,
-                 batch_size: int, split: str | None) -> dict:
-    """The ``workloads.csv`` row, from the model config and the tokenized training split."""
-    from dvfslab.data.catalog import default_split
-
+def measured_workload_row(source: ModelSource, model, task: str, avg_len: float, max_seq_len: int,
+                          batch_size: int, split: str | None) -> dict:
+    """The ``workloads.csv`` row (:func:`dvfslab.data.catalog.workload_record`) with the features
+    of the loaded model (its config and parameter count) and of the tokenized training split."""
     cfg = model.config
     dec = is_decoder(cfg)
     model_type = source.model_type or (None if dec is None else ("decoder" if dec else "encoder"))
-    base_task = task.split(":", 1)[-1]
-    return {
-        "workload_id": f"{source.label}/{task}", "model": source.label,
-        "model_family": source.family or ("pythia" if "pythia" in source.label.lower() else cfg.model_type),
-        "model_type": model_type, "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 4),
-        "n_layers": getattr(cfg, "num_hidden_layers", None), "hidden_size": getattr(cfg, "hidden_size", None),
-        "task": task, "avg_seq_len": round(avg_len, 2), "max_seq_len": max_seq_len, "batch_size": batch_size,
-        "split": split or default_split(base_task),
-    }
+    return workload_record(
+        f"{source.label}/{task}", source.label, task,
+        model_family=source.family or ("pythia" if "pythia" in source.label.lower() else cfg.model_type),
+        model_type=model_type, params_m=round(sum(p.numel() for p in model.parameters()) / 1e6, 4),
+        n_layers=getattr(cfg, "num_hidden_layers", None), hidden_size=getattr(cfg, "hidden_size", None),
+        avg_seq_len=round(avg_len, 2), max_seq_len=max_seq_len, batch_size=batch_size, split=split)
 
 
 def features_of(workload: Mapping) -> dict:
@@ -74,7 +71,7 @@ class RunContext:
     """Everything :func:`record_success` / :func:`record_failure` need besides the trainer."""
 
     source: ModelSource
-    spec: TaskSpec
+    spec: GlueTask
     task: str
     backend: Backend
     cb: DvfsCallback
@@ -248,5 +245,5 @@ def _concat(frame: pd.DataFrame, *rows: Mapping) -> pd.DataFrame:
         return pd.concat([frame, add], ignore_index=True)
 
 
-__all__ = ["RunContext", "append_run", "features_of", "new_meta", "record_failure", "record_success",
-           "workload_row"]
+__all__ = ["RunContext", "append_run", "features_of", "measured_workload_row", "new_meta", "record_failure",
+           "record_success"]
