@@ -61,6 +61,7 @@ def _summary(result) -> str:
 
 
 def run(args) -> int:
+    from dvfslab.core.levels import UnsupportedFrequencyError
     from dvfslab.harness.finetune import finetune
 
     period = args.sample_period_ms / 1000.0 if args.sample_period_ms else None
@@ -76,6 +77,8 @@ def run(args) -> int:
                 tokenizer=args.tokenizer, model_label=args.label, policy=args.policy,
                 record_steps=not args.no_steps, save_samples=not args.no_samples,
                 progress=not args.no_progress)
+        except UnsupportedFrequencyError as err:  # the hint of this command (it has no --nearest)
+            raise UnsupportedFrequencyError(err.freq_mhz, err.levels_mhz, "Pick --freq from these.") from None
         finally:
             _print_warnings(caught)
     print(_summary(result))
