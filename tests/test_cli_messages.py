@@ -35,7 +35,7 @@ def test_resume_refuses_a_changed_plan_option_and_keeps_the_dataset(tmp_path, ca
     dataset of 5-step ones, whose times and energies then compare unfairly across levels."""
     out = tmp_path / "s"
     start = ["sweep", "--backend", "sim", "--workloads", "bert-small/sst2", "--freqs", "612", "--steps", "5",
-             "--warmup-steps", "1", "--seed", "5", "--out", str(out), "--no-progress"]
+             "--warmup-steps", "1", "--out", str(out), "--no-progress"]
     assert main(start) == 0
     capsys.readouterr()
     before = (out / "runs.csv").read_bytes()
@@ -50,12 +50,19 @@ def test_resume_refuses_a_changed_plan_option_and_keeps_the_dataset(tmp_path, ca
     assert ("--reps 2 (the sweep has 1); --freqs 306 (the sweep has 612); --no-maxn (the sweep has MAXN runs): "
             "a resumed sweep keeps its plan") in err
     assert (out / "runs.csv").read_bytes() == before
-    # the same values, or none: the stored plan (and, on the twin, its seed 5) goes on
+    # the same values, or none: the stored plan goes on
     assert main(["sweep", "--backend", "sim", "--out", str(out), "--resume", "--steps", "5", "--no-progress"]) == 0
-    assert main(["sweep", "--backend", "sim", "--out", str(out), "--resume", "--no-progress"]) == 0
     assert (out / "runs.csv").read_bytes() == before
     assert json.loads((out / "plan.json").read_text())["steps"] == 5
+
+
+def test_resume_on_the_twin_takes_the_seed_of_the_sweep(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert main(["sweep", "--backend", "sim", "--workloads", "bert-small/sst2", "--freqs", "612", "--steps", "5",
+                 "--seed", "5", "--out", str(out), "--no-progress"]) == 0
+    assert main(["sweep", "--backend", "sim", "--out", str(out), "--resume", "--no-progress"]) == 0
     assert load_dataset(out).meta["device"]["seed"] == 5
+    assert len(load_dataset(out).meta["sweep"]["sessions"]) == 2
 
 
 def test_finetune_freq_refusals_are_the_one_real_line(tmp_path, capsys, orin_jp6, fake_kernel_env):
