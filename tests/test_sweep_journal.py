@@ -202,3 +202,16 @@ def test_run_journal_appends_after_a_reset_only(tmp_path):
     journal.close()
     assert [rec["row"]["run_id"] for _, rec in read_journal(tmp_path)] == ["b"]
     assert read_journal(tmp_path)[0] == (2, {"row": {"run_id": "b"}, "extras": {"x": None}})
+
+
+def test_the_cut_short_line_warning_is_one_line_in_the_cli(tmp_path, capsys):
+    out = tmp_path / "s"
+    uncompacted_sweep(out, 2)
+    journal = out / JOURNAL_NAME
+    journal.write_bytes(journal.read_bytes()[:-30])
+    assert main(["validate", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (f"dvfslab validate: warning: {journal}: line 3 was cut short (a write interrupted by "
+                            "a kill or a power loss) and is ignored; its run was not committed and is run again "
+                            "on --resume\n")
+    assert "1 runs" in captured.out
