@@ -183,6 +183,8 @@ def test_sigkill_between_journal_append_and_compaction(tmp_path, env):
     proc = subprocess.Popen(sweep_cmd(board.root, out, seconds=0.25), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     wait_until(lambda: n_done(out) >= 3, proc=proc)
+    wait_until(lambda: pinned(board), proc=proc)  # inside a run's measured window, away from the
+    time.sleep(0.03)                               # fake's clock writes (see above)
     proc.kill()
     proc.communicate()
     committed = [rec["row"]["run_id"] for _, rec in read_journal(out)]
@@ -207,6 +209,8 @@ def test_ctrl_c_names_the_command_that_resumes_and_that_command_finishes_the_swe
     proc = subprocess.Popen(sweep_cmd(board.root, out, seconds=0.25), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     wait_until(lambda: n_done(out) >= 1, proc=proc)
+    wait_until(lambda: pinned(board), proc=proc)
+    time.sleep(0.03)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
