@@ -29,7 +29,8 @@ from dvfslab.data.contract import load_dataset  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "00_live_lab.ipynb"
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium package (what .ci/install-chromium installs), or DVFSLAB_CHROMIUM
+CHROMIUM = Path(os.environ.get("DVFSLAB_CHROMIUM", "/usr/bin/chromium"))
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # small but complete: 3 levels + MAXN, a few refreshes of each live phase
 PARAMS = {"LIVE_SECONDS": 1.0, "SWEEP_FREQS_MHZ": [306.0, 714.0, 1300.5], "SWEEP_STEPS": 8,
@@ -241,8 +242,9 @@ def start_button_pixels(screen: np.ndarray, top: int) -> int:
 @pytest.mark.slow
 def test_jupyterlab_screenshot_shows_the_live_panel_with_its_trace(executed, tmp_path):
     if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium is missing: install Debian's chromium package "
-                    "(apt-get install -y chromium) to take the JupyterLab screenshot")
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium package (apt-get install -y "
+                    "chromium, as .ci/install-chromium does) or set DVFSLAB_CHROMIUM to take the JupyterLab "
+                    "screenshot")
     if shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("JupyterLab is not installed in this environment (pip install 'dvfslab[lab]')")
     out_nb, _ = executed

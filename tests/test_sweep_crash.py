@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from dvfslab.data.contract import load_dataset
+from dvfslab.data.journal import read_journal
 from dvfslab.sweep.plan import make_plan
+from dvfslab.sweep.store import committed_run_ids
 from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, build_board
 
 WORKLOADS = ["bert-small/sst2", "pythia-70m/mrpc"]
@@ -67,7 +70,8 @@ def settings(state: dict) -> dict:
 
 
 def n_done(out: Path) -> int:
-    return len(list((out / "runs").glob("*.json"))) if (out / "runs").is_dir() else 0
+    """Runs committed so far: in the journal or already compacted into runs/."""
+    return len(committed_run_ids(out))
 
 
 def wait_until(pred, timeout_s: float = 60.0, proc: subprocess.Popen | None = None) -> None:
@@ -168,3 +172,59 @@ def test_sweep_does_not_take_over_clocks_a_live_process_holds(tmp_path, env):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_sigkill_between_journal_append_and_compaction(tmp_path, env):
+    """Killed while a run is in progress after at least 3 commits: the committed runs are only in
+    the journal (runs.csv still as the session began). A separate reader process validates the
+    directory with every committed run; the resumed sweep runs the others, each run once."""
+    board = build_board(tmp_path / "root", "agx-orin-jp6")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(sweep_cmd(board.root, out, seconds=0.25), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: n_done(out) >= 3, proc=proc)
+    wait_until(lambda: pinned(board), proc=proc)  # inside a run's measured window, away from the
+    time.sleep(0.03)                               # fake's clock writes (see above)
+    proc.kill()
+    proc.communicate()
+    committed = [rec["row"]["run_id"] for _, rec in read_journal(out)]
+    assert len(committed) >= 3 and not list((out / "runs").glob("*.json"))
+    assert (out / "runs.csv").read_text().count("\n") == 1  # header only: nothing compacted yet
+    check = subprocess.run([sys.executable, "-m", "dvfslab", "validate", str(out)], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0 and f"{len(committed)} runs" in check.stdout, check.stdout + check.stderr
+    assert list(load_dataset(out).runs["run_id"]) == committed
+    final = subprocess.run(sweep_cmd(board.root, out, "--resume"), env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert final.returncode == 0, final.stderr
+    ds = load_dataset(out)
+    assert len(ds.runs) == 16 and ds.runs["run_id"].is_unique and (ds.runs["status"] == "ok").all()
+    assert ds.meta["sweep"]["sessions"][-1]["runs_done_before"] == len(committed)
+    assert read_journal(out) == []
+
+
+def test_ctrl_c_names_the_command_that_resumes_and_that_command_finishes_the_sweep(tmp_path, env):
+    board = build_board(tmp_path / "root", "agx-orin-jp6")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(sweep_cmd(board.root, out, seconds=0.25), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: n_done(out) >= 1, proc=proc)
+    wait_until(lambda: pinned(board), proc=proc)
+    time.sleep(0.03)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    # the same board, executor and session options; the plan's own are in plan.json
+    resume = (f"dvfslab sweep --backend jetson --out {out} --resume --sysfs-root {board.root} "
+              "--cooldown-poll-s 0.05 --idle-s 0.05 --no-progress "
+              "--executor dvfslab.testing.executors:SleepExecutor --executor-opt seconds=0.25")
+    assert err.strip().splitlines()[-1] == (f"dvfslab sweep: interrupted; the runs finished so far are saved in "
+                                            f"{out}; continue with: {resume}")
+    words = shlex.split(resume)
+    assert words[0] == "dvfslab"
+    final = subprocess.run([sys.executable, "-m", "dvfslab", *words[1:]], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert final.returncode == 0, final.stderr
+    ds = load_dataset(out)
+    assert len(ds.runs) == 16 and ds.runs["run_id"].is_unique
+    assert settings(clock_files(board))["max_freq_hz"] == 1_300_500_000

@@ -95,7 +95,7 @@ def test_sweep_command_on_the_twin_and_resume(tmp_path, capsys, no_sleep):
     assert ((out / "runs.csv").read_bytes(), (out / "steps.csv").read_bytes()) == before  # nothing to run, nothing changed
     assert len(json.loads((out / "meta.json").read_text())["sweep"]["sessions"]) == 2
     assert main(["sweep", "--backend", "sim", "--seed", "7", "--out", str(out), "--resume"]) == 2
-    assert "started with seed=0 but the board now reports seed=7" in capsys.readouterr().err
+    assert "plan.json: --seed 7 (the sweep has 0): a resumed sweep keeps its plan" in capsys.readouterr().err
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-bsae/sst2", "--out", str(tmp_path / "x")]) == 2
     assert "Did you mean bert-base" in capsys.readouterr().err
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--freqs", "700",

@@ -26,7 +26,12 @@ import pytest
 from dvfslab.cli import main
 from dvfslab.measure.energy import integrate_energy
 from dvfslab.measure.sampler import PowerSampler
-from dvfslab.measure.tegrastats import import_tegrastats, parse_line, read_tegrastats
+from dvfslab.measure.tegrastats import (
+    TegrastatsWarning,
+    import_tegrastats,
+    parse_line,
+    read_tegrastats,
+)
 from dvfslab.measure.trace import ReplayPowerReader, SampleFileError, load_samples
 from dvfslab.testing.fake_ina import VirtualClock
 
@@ -150,3 +155,87 @@ def test_cli_import_tegrastats(tmp_path, capsys):
     assert out.exists() and out.with_suffix(".meta.json").exists()
     assert main(["sensors", "import-tegrastats", str(log), "--out", str(out), "--total-rails", "VDD_X"]) == 2
     assert "VDD_X" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# Bad lines (issue 25, item 3): each is named by its line number in the file
+# --------------------------------------------------------------------------------------------
+
+def corrupted_nano_log(tmp_path):
+    """The Orin Nano capture as a file with a blank line 2, a zero-filled block before line 4
+    (what a power loss leaves in a log being written) and the last line cut short inside its
+    last rail (tegrastats killed mid-write): 7 lines, 2 of them bad."""
+    lines = [ORIN_NANO[0], "", ORIN_NANO[1], "\0\0\0\0" + ORIN_NANO[2], ORIN_NANO[3], ORIN_NANO[4],
+             ORIN_NANO[5][:-len("/2380mW")]]
+    log = tmp_path / "tegrastats.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_bad_lines_are_skipped_with_a_warning_naming_each(tmp_path):
+    """Kept: idle at t = 0, 1 s (1943 mW), after jetson_clocks at t = 73, 74 s (3608 mW).
+    Trapezoid: 1.943 x 1 + 72 x (1.943 + 3.608) / 2 + 3.608 x 1 = 205.387 J."""
+    log = corrupted_nano_log(tmp_path)
+    with pytest.warns(TegrastatsWarning) as caught:
+        frame, meta = read_tegrastats(log)
+    (w,) = caught
+    assert str(w.message) == (f"{log}: skipped 2 bad line(s): line 4: no timestamp; line 7: rail VDD_SOC "
+                              "missing (strict=True / --strict refuses the log instead)")
+    assert list(frame["t_s"]) == [0.0, 1.0, 73.0, 74.0]
+    assert integrate_energy(frame["t_s"], frame["total_mw"] / 1000) == pytest.approx(205.387)
+    assert meta["n_skipped"] == 2
+    assert meta["skipped"] == [{"line": 4, "why": "no timestamp"}, {"line": 7, "why": "rail VDD_SOC missing"}]
+    with pytest.raises(SampleFileError, match=r"tegrastats.log: line 4: no timestamp; .*without --strict"):
+        read_tegrastats(log, strict=True)
+
+
+def test_a_cut_short_first_line_does_not_decide_the_rails():
+    """The first line lost its last rail: the rails are the ones the other lines carry."""
+    lines = [ORIN_NANO[0][:-len(" VDD_SOC 1428mW/1428mW")], ORIN_NANO[1], ORIN_NANO[2]]
+    with pytest.warns(TegrastatsWarning, match="line 1: rail VDD_SOC missing"):
+        frame, meta = read_tegrastats(lines)
+    assert meta["rails"] == ["VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"]
+    assert list(frame["t_s"]) == [0.0, 1.0] and list(frame["total_mw"]) == [515.0 + 1428.0] * 2
+
+
+def test_a_broken_timestamp_is_a_bad_line_not_a_crash():
+    lines = [ORIN_NANO[0], ORIN_NANO[1].replace("04-27-2026", "04-47-2026"), ORIN_NANO[2]]
+    with pytest.warns(TegrastatsWarning, match="line 2: not a date: '04-47-2026 14:59:42'"):
+        frame, _ = read_tegrastats(lines)
+    assert list(frame["t_s"]) == [0.0, 2.0]
+
+
+def test_with_an_interval_a_skipped_line_keeps_its_place_in_time():
+    """JetPack 4 lines every 0.5 s, the third one garbage: samples at 0, 0.5 and 1.5 s."""
+    with pytest.warns(TegrastatsWarning, match="line 3: no power rail"):
+        frame, meta = read_tegrastats([TX2_JP4, TX2_JP4, "RAM 4722/7844MB (lfb 1x5", TX2_JP4], interval_s=0.5)
+    assert list(frame["t_s"]) == [0.0, 0.5, 1.5] and meta["n_skipped"] == 1
+
+
+def test_repeated_timestamps_name_the_line_of_the_file():
+    lines = ["", AGX_ORIN_JP5, AGX_ORIN_JP5]  # a blank line 1: the repeat is on line 3
+    with pytest.raises(SampleFileError, match="repeat or go back at line 3 "):
+        read_tegrastats(lines)
+
+
+def test_cli_skips_bad_lines_with_warnings_and_a_count(tmp_path, capsys):
+    log = corrupted_nano_log(tmp_path)
+    out = tmp_path / "t.csv"
+    assert main(["sensors", "import-tegrastats", str(log), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"dvfslab sensors: warning: {log}: skipped 2 bad line(s): line 4: no timestamp; line 7: rail "
+        "VDD_SOC missing (strict=True / --strict refuses the log instead)"]
+    assert "4 samples over 74 s" in captured.out and "2 lines skipped" in captured.out
+    assert main(["sensors", "import-tegrastats", str(log), "--out", str(tmp_path / "s.csv"), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dvfslab sensors: error: {log}: line 4: no timestamp;") and err.count("\n") == 1
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_cli_missing_log_is_one_line(tmp_path, capsys):
+    missing = tmp_path / "nope.log"
+    assert main(["sensors", "import-tegrastats", str(missing), "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"dvfslab sensors: error: {missing}: no such file; give the path of a tegrastats log " \
+                  "(tegrastats --logfile FILE)\n"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import warnings
-
 BACKENDS = ("auto", "jetson", "nvml", "sim", "none")
 
 
@@ -61,32 +58,21 @@ def _summary(result) -> str:
 
 
 def run(args) -> int:
+    from dvfslab.core.levels import UnsupportedFrequencyError
     from dvfslab.harness.finetune import finetune
 
     period = args.sample_period_ms / 1000.0 if args.sample_period_ms else None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = finetune(
-                args.model, args.task, backend=args.backend, freq_mhz=args.freq, steps=args.steps,
-                epochs=args.epochs, batch_size=args.batch_size, max_seq_len=args.max_seq_len, seed=args.seed,
-                out_dir=args.out, warmup_steps=args.warmup_steps, learning_rate=args.lr,
-                sample_period_s=period, sysfs_root=args.sysfs_root, data_dir=args.data_dir,
-                n_train=args.n_train, n_eval=args.n_eval, random_init=args.random_init,
-                tokenizer=args.tokenizer, model_label=args.label, policy=args.policy,
-                record_steps=not args.no_steps, save_samples=not args.no_samples,
-                progress=not args.no_progress)
-        finally:
-            _print_warnings(caught)
+    try:
+        result = finetune(
+            args.model, args.task, backend=args.backend, freq_mhz=args.freq, steps=args.steps,
+            epochs=args.epochs, batch_size=args.batch_size, max_seq_len=args.max_seq_len, seed=args.seed,
+            out_dir=args.out, warmup_steps=args.warmup_steps, learning_rate=args.lr,
+            sample_period_s=period, sysfs_root=args.sysfs_root, data_dir=args.data_dir,
+            n_train=args.n_train, n_eval=args.n_eval, random_init=args.random_init,
+            tokenizer=args.tokenizer, model_label=args.label, policy=args.policy,
+            record_steps=not args.no_steps, save_samples=not args.no_samples,
+            progress=not args.no_progress)
+    except UnsupportedFrequencyError as err:  # the hint of this command (it has no --nearest)
+        raise UnsupportedFrequencyError(err.freq_mhz, err.levels_mhz, "Pick --freq from these.") from None
     print(_summary(result))
     return 0
-
-
-def _print_warnings(caught) -> None:
-    from dvfslab.harness.types import EnergyNotMeasuredWarning
-
-    for w in caught:
-        if issubclass(w.category, EnergyNotMeasuredWarning):
-            print(f"dvfslab finetune: warning: {w.message}", file=sys.stderr)
-        else:  # everything else as Python would have shown it
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)

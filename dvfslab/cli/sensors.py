@@ -1,9 +1,11 @@
 """``dvfslab sensors``: the power monitors.
 
-* ``sensors import-tegrastats LOG --out FILE [--interval-ms N] [--total-rails A,B]``: turn a
-  tegrastats log into a power trace (``FILE`` + ``FILE.meta.json``) that
+* ``sensors import-tegrastats LOG --out FILE [--interval-ms N] [--total-rails A,B] [--strict]``:
+  turn a tegrastats log into a power trace (``FILE`` + ``FILE.meta.json``) that
   ``dvfslab.measure.ReplayPowerReader`` / ``load_samples`` read like a saved sampler trace;
   prints the rails, the span, the achieved sample period and the CPU+GPU energy over the span.
+  Bad lines are skipped with a warning naming each (up to 5) and counted; ``--strict`` refuses
+  the log at the first one instead.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ def register(sub) -> None:
                         "(JetPack 4) or when it was under 1000 ms")
     q.add_argument("--total-rails", default=None, metavar="A,B",
                    help="rails that make CPU+GPU (default: by the rail names, as dvfslab devices)")
+    q.add_argument("--strict", action="store_true",
+                   help="refuse the log at its first bad line (default: skip bad lines with a warning "
+                        "naming them)")
     q.set_defaults(func=run_import)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -35,7 +40,8 @@ def run_import(args) -> int:
 
     total = [r.strip() for r in args.total_rails.split(",")] if args.total_rails else None
     interval = args.interval_ms / 1000.0 if args.interval_ms is not None else None
-    path, frame, meta = import_tegrastats(args.log, args.out, interval_s=interval, total_rails=total)
+    path, frame, meta = import_tegrastats(args.log, args.out, interval_s=interval, total_rails=total,
+                                          strict=args.strict)  # a bad line: one warning line (dvfslab.cli)
     t = frame["t_s"].to_numpy()
     energy_j = integrate_energy(t, frame["total_mw"].to_numpy() / 1000.0)
     print(f"{path}: {meta['n_samples']} samples over {t[-1] - t[0]:g} s "

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from dvfslab.hw.base import DvfsError
 
@@ -25,13 +27,15 @@ def register(sub) -> None:
                         "characterization, evaluation; optional with --resume")
     p.add_argument("--freqs", nargs="+", metavar="MHZ",
                    help="GPU levels in MHz, or 'all' (default: every level of the board)")
-    p.add_argument("--reps", type=int, default=1, help="repetitions of every (workload, level) (default 1)")
+    # plan options default to None: with --resume, one given explicitly is checked against the stored plan
+    p.add_argument("--reps", type=int, help="repetitions of every (workload, level) (default 1)")
     p.add_argument("--no-maxn", action="store_true", help="leave out the MAXN baseline runs")
-    p.add_argument("--order", choices=("sequential", "shuffled", "interleaved"), default="interleaved",
+    p.add_argument("--order", choices=("sequential", "shuffled", "interleaved"),
                    help="run order (default interleaved: a Williams design per repetition)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the shuffled order and of the simulated board's noise (default 0)")
-    p.add_argument("--steps", type=int, default=100, help="measured training steps per run (default 100)")
-    p.add_argument("--warmup-steps", type=int, default=10, help="unmeasured steps before each window (default 10)")
+    p.add_argument("--seed", type=int, help="seed of the shuffled order and of the simulated board's noise "
+                                            "(default 0; with --resume, the sweep's own)")
+    p.add_argument("--steps", type=int, help="measured training steps per run (default 100)")
+    p.add_argument("--warmup-steps", type=int, help="unmeasured steps before each window (default 10)")
     p.add_argument("--step-rows", type=int, default=50, metavar="N",
                    help="keep time and energy of the first N measured steps of repetition 0 of every "
                         "(workload, level) in steps.csv, for the online governor (default 50; 0: none)")
@@ -60,7 +64,15 @@ def register(sub) -> None:
     # For tests and experiments only: another executor, e.g. dvfslab.testing.executors:SleepExecutor
     p.add_argument("--executor", default=None, help=argparse.SUPPRESS)
     p.add_argument("--executor-opt", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, sweep_parser=p)
+
+
+#: the plan's settings and their defaults (``plan.json`` keeps them; a resume does not change them)
+PLAN_DEFAULTS = {"reps": 1, "order": "interleaved", "seed": 0, "steps": 100, "warmup_steps": 10}
+#: options of a session that are not in the plan: a resume command repeats them
+SESSION_OPTIONS = ("sysfs_root", "power_mode_ok", "cluster", "board_kind", "step_rows", "no_retry_failed",
+                   "cooldown_temp_c", "cooldown_power_tol", "cooldown_timeout_s", "cooldown_poll_s",
+                   "cooldown_min_s", "idle_s", "no_progress", "executor", "executor_opt")
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -69,16 +81,17 @@ def _split(values: list[str] | None) -> list[str]:
 
 def parse_freqs(values: list[str] | None, levels_mhz: list[float]) -> list[float]:
     """``--freqs``: numbers (each must be a board level) or ``all``."""
-    from dvfslab.hw.base import check_level
+    from dvfslab.core.levels import UnsupportedFrequencyError, check_level
 
     tokens = _split(values)
     if not tokens or tokens == ["all"]:
         return list(levels_mhz)
     try:
         return [check_level(float(t), levels_mhz) for t in tokens]
+    except UnsupportedFrequencyError as err:  # the hint of this command (it has no --nearest)
+        raise UnsupportedFrequencyError(err.freq_mhz, err.levels_mhz,
+                                        "Pick --freqs from these, or 'all'.") from None
     except ValueError as err:
-        if isinstance(err, DvfsError):
-            raise
         raise DvfsError(f"--freqs: {err}; give MHz values such as 612 1300.5, or 'all'") from None
 
 
@@ -154,22 +167,70 @@ def make_executor(args):
 
 
 def backend_options(args) -> dict:
+    """The backend's options; the twin's seed is ``--seed``, else on resume the sweep's own."""
+    seed = args.seed if args.seed is not None else (_stored_plan(args) or {}).get("seed", PLAN_DEFAULTS["seed"])
     return {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
-            "sim": {"seed": args.seed}}.get(args.backend, {})
+            "sim": {"seed": seed}}.get(args.backend, {})
+
+
+def _plan_option(args, key: str):
+    value = getattr(args, key)
+    return PLAN_DEFAULTS[key] if value is None else value
 
 
 def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None):
-    """The plan of ``--workloads ...`` (None with only ``--resume``)."""
+    """The plan of ``--workloads ...`` (None with only ``--resume``: the stored plan is run)."""
     from dvfslab.sweep.plan import make_plan
 
     if args.workloads:
         return make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels_mhz),
-                         reps=args.reps, maxn=not args.no_maxn, order=args.order, seed=args.seed,
-                         steps=args.steps, warmup_steps=args.warmup_steps, board_kind=board_kind)
+                         maxn=not args.no_maxn, board_kind=board_kind,
+                         **{k: _plan_option(args, k) for k in PLAN_DEFAULTS})
     if not args.resume:
         raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
                         "or all); to continue one, pass --resume")
+    _refuse_plan_changes(args, levels_mhz)
     return None
+
+
+def _refuse_plan_changes(args, levels_mhz: list[float]) -> None:
+    """``--resume`` without ``--workloads`` runs the stored plan: a plan option given with a
+    different value is refused rather than ignored. Applying it would mix runs measured two
+    ways (e.g. 50 and 100 steps) in one dataset, whose levels are then compared unfairly."""
+    stored = _stored_plan(args)
+    if stored is None:
+        return  # nothing to resume: the store says so
+    given = {k: getattr(args, k) for k in PLAN_DEFAULTS if getattr(args, k) is not None}
+    changed = [f"--{k.replace('_', '-')} {v} (the sweep has {stored[k]})" for k, v in given.items() if v != stored[k]]
+    if args.freqs:
+        freqs = sorted(parse_freqs(args.freqs, levels_mhz or stored["levels_mhz"]))
+        if freqs != sorted(float(f) for f in stored["levels_mhz"]):
+            changed.append(f"--freqs {' '.join(_split(args.freqs))} (the sweep has "
+                           f"{' '.join(f'{f:g}' for f in stored['levels_mhz'])})")
+    if args.no_maxn and stored["maxn"]:
+        changed.append("--no-maxn (the sweep has MAXN runs)")
+    if changed:
+        raise DvfsError(f"{os.path.join(args.out, 'plan.json')}: {'; '.join(changed)}: a resumed sweep keeps "
+                        "its plan, so that every run of the dataset is measured the same way; resume with "
+                        "only --backend, --out and --resume, or start a new sweep in another --out")
+
+
+def resume_command(args) -> str:
+    """The command that continues this sweep: backend, out, --resume and the session options
+    given (the plan's are stored in plan.json)."""
+    parser = args.sweep_parser
+    words = ["dvfslab", "sweep", "--backend", args.backend, "--out", str(args.out), "--resume"]
+    for dest in SESSION_OPTIONS:
+        value = getattr(args, dest)
+        if value == parser.get_default(dest):
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag)
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                words += [flag, str(item)]
+    return shlex.join(words)
 
 
 def make_cooldown(args):
@@ -181,10 +242,14 @@ def make_cooldown(args):
 
 
 def run(args) -> int:
-    if args.cluster:
-        ds = run_fleet(args)
-    else:
-        ds = run_local(args)
+    try:
+        ds = run_fleet(args) if args.cluster else run_local(args)
+    except KeyboardInterrupt:
+        if not (Path(args.out) / "plan.json").exists():
+            raise  # interrupted before the sweep started: nothing to resume
+        print(f"dvfslab sweep: interrupted; the runs finished so far are saved in {args.out}; "
+              f"continue with: {resume_command(args)}", file=sys.stderr)
+        return 130
     n_failed = int((ds.runs["status"] == "failed").sum())
     boards = ds.runs["board_id"].nunique() if "board_id" in ds.runs.columns else 1
     print(f"{args.out}: {len(ds.runs)} runs ({n_failed} failed), {len(ds.workloads)} workloads, "
@@ -197,8 +262,6 @@ def run(args) -> int:
 
 
 def _planned(out: str) -> int:
-    from pathlib import Path
-
     return len(json.loads((Path(out) / "plan.json").read_text())["run_ids"])
 
 
@@ -223,8 +286,8 @@ def run_fleet(args):
             kind = fleet.plan_kind(infos, args.board_kind or (stored or {}).get("board_kind"))
             levels = next((i["kind"]["levels_mhz"] for i in infos.values() if i.get("kind_id") == kind), [])
             plan = make_plan_from(args, levels, kind if stored is None else stored.get("board_kind"))
-        elif not args.resume:
-            make_plan_from(args, [])  # the error naming --workloads / --resume
+        else:
+            make_plan_from(args, [])  # the error naming --workloads / --resume, or a changed plan option
         return fleet.run_fleet_sweep(plan, client, args.out, backend=args.backend, backend_options=options,
                                      executor=executor, cooldown=make_cooldown(args), resume=args.resume,
                                      retry_failed=not args.no_retry_failed, progress=not args.no_progress)
@@ -232,8 +295,6 @@ def run_fleet(args):
 
 def _stored_plan(args) -> dict | None:
     """``plan.json`` of the sweep ``--resume`` continues (its board kind: None for a local sweep)."""
-    from pathlib import Path
-
     path = Path(args.out) / "plan.json"
     return json.loads(path.read_text()) if args.resume and path.exists() else None
 
@@ -245,11 +306,9 @@ def run_local(args):
     executor = make_executor(args)
     backend = get_backend(args.backend, **backend_options(args))
     try:
-        plan = None
-        if args.workloads:
-            plan = make_plan_from(args, backend.clocks.levels_mhz() if backend.clocks is not None else [])
-        elif not args.resume:
-            make_plan_from(args, [])  # the error naming --workloads / --resume
+        # None with only --resume (the stored plan); the error naming --workloads / --resume, or a
+        # changed plan option
+        plan = make_plan_from(args, backend.clocks.levels_mhz() if backend.clocks is not None else [])
         return run_sweep(plan, backend, executor, args.out, resume=args.resume,
                          retry_failed=not args.no_retry_failed, cooldown=make_cooldown(args),
                          progress=not args.no_progress)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401  (re-exported)
+from dvfslab.data.journal import journal_path, read_journal
 from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, Knob, get_knob  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
@@ -172,7 +173,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
         raise DatasetError(root, "not a directory", fix="pass a dataset directory holding meta.json, workloads.csv and runs.csv")
     meta = _read_meta(root / "meta.json")
     workloads = _read_table(root / "workloads.csv", WORKLOAD_COLUMNS, WORKLOAD_EXTRA_COLUMNS)
-    runs = _read_table(root / "runs.csv", run_columns(get_knob(meta.get("knob"))), RUN_EXTRA_COLUMNS)
+    runs = read_runs(root, get_knob(meta.get("knob")))
     steps_path = root / "steps.csv"
     steps = _read_table(steps_path, STEP_COLUMNS) if steps_path.exists() else None
     ds = Dataset(root, meta, workloads, runs, steps)
@@ -215,6 +216,22 @@ def _read_meta(path: Path) -> dict:
     return meta
 
 
+def read_runs(path: str | os.PathLike, knob: Knob | None = None) -> pd.DataFrame:
+    """``runs.csv`` of a dataset directory, typed, with the runs a sweep in progress has
+    committed to its journal since (:mod:`dvfslab.data.journal`; a run retried after a failure
+    replaces its earlier row). Not validated: :func:`load_dataset` does that."""
+    root = Path(path)
+    journal = read_journal(root)  # before runs.csv: a compaction writes runs.csv, then empties the journal
+    columns = run_columns(knob or get_knob(None))
+    runs = _read_table(root / "runs.csv", columns, RUN_EXTRA_COLUMNS)
+    if not journal:
+        return runs
+    raw = pd.DataFrame([{k: "" if v is None else str(v) for k, v in rec["row"].items()} for _, rec in journal],
+                       dtype=str).reindex(columns=list(runs.columns), fill_value="")
+    tail = _typed(journal_path(root), raw, columns, RUN_EXTRA_COLUMNS)
+    return pd.concat([runs, tail], ignore_index=True).drop_duplicates("run_id", keep="last", ignore_index=True)
+
+
 def _read_table(path: Path, columns: Mapping[str, str], extra: Mapping[str, str] | None = None) -> pd.DataFrame:
     if not path.exists():
         raise DatasetError(path, "file is missing")
@@ -222,6 +239,12 @@ def _read_table(path: Path, columns: Mapping[str, str], extra: Mapping[str, str]
         raw = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise DatasetError(path, f"not a readable CSV: {str(err).splitlines()[0]}") from None
+    return _typed(path, raw, columns, extra)
+
+
+def _typed(path: Path, raw: pd.DataFrame, columns: Mapping[str, str],
+           extra: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The text table ``raw`` (read from ``path``) with each column converted to its kind."""
     for col in columns:
         if col not in raw.columns:
             raise DatasetError(path, "column is missing", column=col,

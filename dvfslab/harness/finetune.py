@@ -22,6 +22,7 @@ from dvfslab.data.catalog import GlueTask
 from dvfslab.harness import glue, hf
 from dvfslab.harness import records as rec
 from dvfslab.harness.callback import DvfsCallback
+from dvfslab.harness.leases import lockable_level
 from dvfslab.harness.types import EnergyNotMeasuredWarning, FinetuneError, FinetuneResult
 from dvfslab.hw.base import Backend
 
@@ -50,14 +51,17 @@ def _open_backend(backend: Backend | str, sysfs_root: str | None) -> tuple[Backe
     return get_backend(backend, **kwargs), True
 
 
-def _check_backend(backend: Backend) -> None:
-    """Refuse a virtual-time backend (real training does not advance the twin's clock); warn
-    when there is no power reader."""
+def _check_backend(backend: Backend, freq_mhz: float | None) -> None:
+    """Refuse a virtual-time backend (real training does not advance the twin's clock) and a
+    level the backend cannot lock, before anything runs (so no failed run is recorded for a
+    request that never started); warn when there is no power reader."""
     if backend.simulated or backend.virtual_time:
         raise FinetuneError(
             f"backend {backend.name!r} runs on a virtual clock that real training does not advance, so its "
             "time and energy would be meaningless; simulate fine-tuning with `dvfslab sweep --backend sim`, "
             "or fine-tune for real with --backend jetson, nvml or none")
+    if freq_mhz is not None:
+        lockable_level(backend, freq_mhz)  # the fixed policy's exact level (FixedLevel.nearest is False)
     if backend.power is None:
         warnings.warn(f"backend {backend.name!r} has no power reader: time and steps are recorded, "
                       "energy is left empty (not measured)", EnergyNotMeasuredWarning, stacklevel=3)
@@ -123,16 +127,16 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
     """
     _check_args(steps, epochs, batch_size, max_seq_len, warmup_steps)
     phases: dict[str, float] = {}
-    t0 = time.perf_counter()
-    p = _prepare(model_name_or_config, task, random_init=random_init, model_label=model_label,
-                 data_dir=data_dir, n_train=n_train, n_eval=n_eval, seed=seed, tokenizer=tokenizer,
-                 max_seq_len=max_seq_len)
-    phases["tokenization"] = time.perf_counter() - t0
     backend, opened = _open_backend(backend, sysfs_root)
     with contextlib.ExitStack() as stack:
         if opened:
             stack.callback(backend.close)
-        _check_backend(backend)
+        _check_backend(backend, freq_mhz)  # before the minutes of loading: a refusal comes at once
+        t0 = time.perf_counter()
+        p = _prepare(model_name_or_config, task, random_init=random_init, model_label=model_label,
+                     data_dir=data_dir, n_train=n_train, n_eval=n_eval, seed=seed, tokenizer=tokenizer,
+                     max_seq_len=max_seq_len)
+        phases["tokenization"] = time.perf_counter() - t0
         model = hf.build_model(p.source, p.spec, p.tokenizer, seed, batch_size, max_seq_len)
         workload = rec.measured_workload_row(p.source, model, p.task, glue.avg_seq_len(p.tokenized["train"]),
                                              max_seq_len, batch_size, split)

@@ -13,6 +13,16 @@ from dvfslab.harness.types import FinetuneError
 from dvfslab.hw.base import Backend
 
 
+def lockable_level(backend: Backend, freq_mhz: float, *, nearest: bool = False) -> float:
+    """The level ``backend`` would lock for ``freq_mhz``, without locking it; refused (one line)
+    when the backend has no clock control or ``freq_mhz`` is not a level (unless ``nearest``)."""
+    if backend.clocks is None:
+        raise FinetuneError(f"backend {backend.name!r} has no GPU clock control, so "
+                            f"{format_mhz(freq_mhz)} MHz cannot be locked; use --backend jetson or "
+                            "nvml, or drop --freq")
+    return check_level(freq_mhz, backend.clocks.levels_mhz(), nearest=nearest)
+
+
 class ClockLease:
     """The backend's GPU clocks for one run: :meth:`lock` levels, :meth:`release` once.
 
@@ -31,16 +41,11 @@ class ClockLease:
 
     def lock(self, freq_mhz: float, *, nearest: bool = False) -> float:
         """Lock the level for ``freq_mhz`` (exact, or snapped if ``nearest``); return it."""
-        clocks = self.backend.clocks
-        if clocks is None:
-            raise FinetuneError(f"backend {self.backend.name!r} has no GPU clock control, so "
-                                f"{format_mhz(freq_mhz)} MHz cannot be locked; use --backend jetson or "
-                                "nvml, or drop --freq")
-        level = check_level(freq_mhz, clocks.levels_mhz(), nearest=nearest)
+        level = lockable_level(self.backend, freq_mhz, nearest=nearest)
         if self._locked and level == self.level_mhz:
             return level
         self._locked = True  # reset() even if lock() fails half-way
-        clocks.lock(level)
+        self.backend.clocks.lock(level)
         self.level_mhz = level
         return level
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dvfslab.data.contract import read_runs
 from dvfslab.hw.base import Backend, DvfsError
 from dvfslab.lab.common import board_label, figure_png, ipywidgets, is_simulated, message_html
 
@@ -119,11 +120,11 @@ class SweepPanel:
             self.add_run(spec, None, row.get("error") or "failed")
 
     def _load_existing(self) -> None:
-        """On resume, draw the runs a previous session already finished."""
-        runs_csv = Path(self.out_dir) / "runs.csv"
-        if not (self.resume and runs_csv.exists()):
+        """On resume, draw the runs a previous session already committed (``runs.csv`` and the
+        journal of a session that was killed before it compacted it)."""
+        if not (self.resume and (Path(self.out_dir) / "runs.csv").exists()):
             return
-        done = pd.read_csv(runs_csv)
+        done = read_runs(self.out_dir)
         for row in done.to_dict("records"):
             self.points.append({c: row.get(c) for c in POINT_COLUMNS})
         self.progress.value = min(self.progress.max, len(done))

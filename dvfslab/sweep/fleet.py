@@ -1,8 +1,8 @@
 """Fleet sweeps: one characterization sweep sharded over many boards on Dask distributed.
 
 The client (this module) holds the sweep directory, exactly as a local sweep does
-(:class:`~dvfslab.sweep.store.SweepStore`: ``plan.json``, one ``runs/<run_id>.json`` per finished
-run, the consolidated dataset). Each run of the plan still to do becomes one Dask task
+(:class:`~dvfslab.sweep.store.SweepStore`: ``plan.json``, the run journal, one ``runs/<run_id>.json``
+per finished run, the consolidated dataset). Each run of the plan still to do becomes one Dask task
 (:func:`~dvfslab.sweep.fleet_worker.run_on_board`) that needs ``board=1`` and the plan's board
 kind, so it executes on one free board of that kind, through that worker's own backend; the
 client commits each record as its task finishes. Hence:
@@ -112,7 +112,8 @@ def run_fleet_sweep(plan: SweepPlan | None, client: Client, out_dir: str | Path,
                     cooldown: Cooldown | None = None, resume: bool = False, retry_failed: bool = True,
                     workloads: pd.DataFrame | None = None, progress: bool = True,
                     on_run: Callable[[dict], object] | None = None,
-                    worker_options: Mapping[str, Mapping] | None = None, consolidate_s: float = 0.0) -> Dataset:
+                    worker_options: Mapping[str, Mapping] | None = None,
+                    consolidate_s: float | None = None) -> Dataset:
     """Run (or resume) ``plan`` on the fleet behind ``client`` into ``out_dir``; return the dataset.
 
     As :func:`~dvfslab.sweep.runner.run_sweep` (same plan, records, resume), with the runs
@@ -202,7 +203,7 @@ def _with_kind(plan: SweepPlan | None, out: Path, infos: Mapping[str, dict]) -> 
 
 def _run_all(client: Client, todo: list, plan: SweepPlan, kind: str, plugin_name: str, store: SweepStore, meta: dict,
              table: pd.DataFrame, fleet: dict, progress: bool, on_run: Callable[[dict], object] | None,
-             consolidate_s: float) -> None:
+             consolidate_s: float | None) -> None:
     """Submit one task per run, commit each record as it comes back, show fleet progress."""
     token = uuid.uuid4().hex[:8]
     resources = {BOARD_RESOURCE: 1, kind_resource(kind): 1}
@@ -224,9 +225,9 @@ def _run_all(client: Client, todo: list, plan: SweepPlan, kind: str, plugin_name
                     continue
                 board_id = result["row"]["board_id"]
                 fleet["boards"].setdefault(board_id, result["board_session"])
-                store.commit(result["row"], result["extras"])
+                store.commit(result["row"], result["extras"], meta)
                 per_board[board_id] += 1
-                if time.monotonic() - last_write >= consolidate_s or i == len(todo):
+                if consolidate_s is not None and (time.monotonic() - last_write >= consolidate_s or i == len(todo)):
                     store.write_dataset(plan, meta, table)
                     last_write = time.monotonic()
                 bar.set_postfix_str(", ".join(f"{b}: {n}" for b, n in sorted(per_board.items())), refresh=False)

@@ -54,7 +54,7 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
               resume: bool = False, retry_failed: bool = True, cooldown: Cooldown | None = None,
               workloads: pd.DataFrame | None = None, progress: bool = True,
               lock_dir: str | Path | None = None, on_run: Callable[[dict], object] | None = None,
-              consolidate_s: float = 0.0) -> Dataset:
+              consolidate_s: float | None = None) -> Dataset:
     """Run (or resume) a sweep into ``out_dir`` and return the validated dataset.
 
     ``plan`` may be None with ``resume=True`` (the stored ``plan.json`` is used). Failed runs
@@ -65,10 +65,12 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
     ``on_run(record)`` is called after each run of this session is committed, with its record
     (``{"row": runs.csv row, "extras": ...}``, as in ``runs/<run_id>.json``), failed runs
     included: for live plots and progress displays. An exception it raises is logged and the
-    sweep goes on (the run is already on disk). ``consolidate_s``: rewrite ``runs.csv`` and
-    ``meta.json`` after a run only once this many wall seconds have passed since the last
-    rewrite (0: after every run; they are always rewritten at the end, and rebuilt from
-    ``runs/`` on resume) — for the twin, whose runs take milliseconds.
+    sweep goes on (the run is already on disk). A run is committed to the journal
+    (``runs.journal``, O(1) per run, see :mod:`dvfslab.sweep.store`), which is compacted into
+    ``runs/`` and ``runs.csv`` when the session ends and when a sweep resumes; ``consolidate_s``
+    also compacts it during the session, after a run once this many wall seconds have passed
+    since the last compaction, and after the last run (None: never; 0: after every run, which
+    costs O(runs done) each time).
     """
     cooldown = cooldown or Cooldown()
     out = Path(out_dir)
@@ -99,7 +101,8 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
 
 def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict, table: pd.DataFrame,
              backend: Backend, executor: Executor, cooldown: Cooldown, idle_power_w: float | None,
-             progress: bool, on_run: Callable[[dict], object] | None = None, consolidate_s: float = 0.0) -> None:
+             progress: bool, on_run: Callable[[dict], object] | None = None,
+             consolidate_s: float | None = None) -> None:
     """Run, commit and report each run. A terminal gets a tqdm bar (runs done / total, current
     workload and level, ETA from this session's mean run time); a log file gets one line a run."""
     tty = progress and sys.stderr.isatty()
@@ -112,8 +115,8 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
                                 + (f", {n_failed} failed" if n_failed else ""), refresh=True)
             row, extras = execute_run(spec, backend, executor, cooldown, idle_power_w)
             n_failed += row["status"] == "failed"
-            store.commit(row, extras)
-            if time.monotonic() - last_write >= consolidate_s or i == len(todo):
+            store.commit(row, extras, meta)
+            if consolidate_s is not None and (time.monotonic() - last_write >= consolidate_s or i == len(todo)):
                 store.write_dataset(plan, meta, table)
                 last_write = time.monotonic()
             bar.update()

@@ -3,16 +3,23 @@
 Layout (a dataset directory plus bookkeeping)::
 
     plan.json          the ordered plan; ``--resume`` re-runs exactly this plan
-    runs/<run_id>.json one file per finished run (ok or failed), written atomically
-    runs.csv           consolidated from runs/, rewritten atomically after every run
+    runs.journal       the runs committed since the last compaction, one JSON line each
+                       (:mod:`dvfslab.data.journal`): a commit appends a line and fsyncs it
+    runs/<run_id>.json one file per finished run (ok or failed), written atomically when the
+                       journal is compacted
+    runs.csv           consolidated from runs/ when the journal is compacted: when a session
+                       ends and when a sweep resumes (readers add the journal's runs)
     steps.csv          per-step time and energy of the runs whose executor kept them (``step_rows``),
                        written when a session ends
     meta.json          board description, levels, sweep settings, sessions
     workloads.csv      the workloads of the plan
     .sweep.lock        pid of the sweep holding this directory
 
-A run killed half-way (SIGKILL, power loss) leaves no file under ``runs/`` and is simply
-run again on ``--resume``; the dataset never holds a run twice.
+A commit costs the same whatever the number of runs already done (one appended, fsynced
+line); the O(runs) rewrites happen once per session. A run killed half-way (SIGKILL, power
+loss) leaves no line in the journal (or a cut-short last line, dropped with a warning) and is
+simply run again on ``--resume``; a kill during a compaction leaves the journal to replay, and
+replaying it twice gives the same files. The dataset never holds a run twice.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from dvfslab.data.contract import (
     DatasetError,
     atomic_write_csv,
 )
+from dvfslab.data.journal import RunJournal, fsync_dir, read_journal
 from dvfslab.data.workloads import merge_workloads
 from dvfslab.hw.base import Backend
 from dvfslab.sweep.board import board_identity
@@ -45,15 +53,18 @@ VIRTUAL_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)  # as dvfslab 
 
 
 class SweepStore:
-    """The sweep directory: plan, per-run files and the consolidated dataset."""
+    """The sweep directory: plan, journal, per-run files and the consolidated dataset."""
 
     def __init__(self, out_dir: str | Path):
         self.root = Path(out_dir)
         self.runs_dir = self.root / "runs"
         self.records: dict[str, dict] = {}
+        self.journal = RunJournal(self.root)
+        self._journaled: dict[str, None] = {}  # run ids committed since the last compaction
 
     def open(self, plan: SweepPlan | None, *, resume: bool) -> SweepPlan:
-        """Write or check ``plan.json`` and load finished runs; return the plan to execute."""
+        """Write or check ``plan.json`` and load finished runs (``runs/``, then the journal,
+        which is newer); return the plan to execute. The next :meth:`write_dataset` compacts."""
         plan = self._open_plan(plan, resume=resume)
         self.runs_dir.mkdir(exist_ok=True)
         for tmp in [*self.root.glob(".*.tmp"), *self.runs_dir.glob(".*.tmp")]:
@@ -63,6 +74,10 @@ class SweepStore:
             rec = read_json(path)
             if rec.get("row", {}).get("run_id") in wanted:
                 self.records[rec["row"]["run_id"]] = rec
+        for _, rec in read_journal(self.root):
+            if rec["row"]["run_id"] in wanted:
+                self.records[rec["row"]["run_id"]] = rec
+                self._journaled[rec["row"]["run_id"]] = None
         return plan
 
     def _open_plan(self, plan: SweepPlan | None, *, resume: bool) -> SweepPlan:
@@ -92,11 +107,17 @@ class SweepStore:
             return rec is not None and (rec["row"]["status"] == "ok" or not retry_failed)
         return [r for r in plan.runs if not done(r)]
 
-    def commit(self, row: Mapping, extras: Mapping) -> None:
-        """Write one finished run atomically (``runs/<run_id>.json``)."""
+    def commit(self, row: Mapping, extras: Mapping, meta: dict | None = None) -> None:
+        """Commit one finished run: append its record to the journal, fsynced (O(1) in the runs
+        done). With ``meta``, the first MAXN run also rewrites ``meta.json`` (baseline ``maxn``),
+        so a reader of the sweep in progress compares with MAXN as soon as it has a MAXN run."""
         rec = {"row": dict(row), "extras": dict(extras)}
-        atomic_write_json(self.runs_dir / f"{row['run_id']}.json", rec)
+        self.journal.append(rec)
         self.records[row["run_id"]] = rec
+        self._journaled[row["run_id"]] = None
+        if meta is not None and row["policy"] == MAXN and meta.get("baseline") != MAXN:
+            meta["baseline"] = MAXN
+            atomic_write_json(self.root / "meta.json", meta)
 
     def runs_frame(self, plan: SweepPlan) -> pd.DataFrame:
         rows = [self.records[r.run_id]["row"] for r in plan.runs if r.run_id in self.records]
@@ -112,10 +133,14 @@ class SweepStore:
         return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
     def write_dataset(self, plan: SweepPlan, meta: dict, workloads: pd.DataFrame, *, steps: bool = False) -> None:
-        """Rewrite ``workloads.csv``, ``runs.csv``, with ``steps`` also ``steps.csv`` (when runs
-        kept per-step rows), and then ``meta.json`` (each atomically) so the directory always
-        validates. ``steps.csv`` grows with every run, so the sweep writes it only when a session
-        ends (finished, failed or interrupted); after a SIGKILL it lags until ``--resume``."""
+        """Compact: write the journal's records to ``runs/``, rewrite ``workloads.csv``,
+        ``runs.csv``, with ``steps`` also ``steps.csv`` (when runs kept per-step rows), then
+        ``meta.json`` (each atomically, so the directory always validates), and empty the journal
+        last. ``steps.csv`` grows with every run, so the sweep writes it only when a session ends
+        (finished, failed or interrupted); after a SIGKILL it lags until ``--resume``."""
+        for run_id in self._journaled:
+            atomic_write_json(self.runs_dir / f"{run_id}.json", self.records[run_id])
+        fsync_dir(self.runs_dir)
         runs = self.runs_frame(plan)
         meta["baseline"] = MAXN if (runs["policy"] == MAXN).any() else "fmax"
         atomic_write_csv(self.root / "workloads.csv", merge_workloads(workloads, self.records), WORKLOAD_COLUMNS)
@@ -124,11 +149,19 @@ class SweepStore:
         if len(step_rows):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
             atomic_write_csv(self.root / "steps.csv", step_rows, STEP_COLUMNS)
         atomic_write_json(self.root / "meta.json", meta)
+        self.journal.reset()  # last: until here, a crash leaves the journal to replay
+        self._journaled.clear()
 
     def stored_meta(self) -> dict | None:
         """``meta.json`` of an earlier session, if any."""
         path = self.root / "meta.json"
         return read_json(path) if path.exists() else None
+
+
+def committed_run_ids(out_dir: str | Path) -> set[str]:
+    """Ids of the runs committed in a sweep directory: compacted (``runs/``) or in the journal."""
+    root = Path(out_dir)
+    return {p.stem for p in (root / "runs").glob("*.json")} | {rec["row"]["run_id"] for _, rec in read_journal(root)}
 
 
 def step_rows_of(record: Mapping, run_id: str) -> list[dict]:
