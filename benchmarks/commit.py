@@ -34,13 +34,13 @@ from dvfslab.core.files import atomic_write_json
 from dvfslab.data.contract import WORKLOAD_COLUMNS, atomic_write_csv
 from dvfslab.data.workloads import merge_workloads, workload_table
 from dvfslab.hw import get_backend
-from dvfslab.sim.executor import SimExecutor
-from dvfslab.sim.generate import make_plan as simulation_plan
-from dvfslab.sim.generate import simulate_dataset
 from dvfslab.sweep.plan import MAXN, make_plan
 from dvfslab.sweep.runner import execute_run
 from dvfslab.sweep.session import Cooldown
+from dvfslab.sweep.simulate import make_plan as simulation_plan
+from dvfslab.sweep.simulate import simulate_dataset
 from dvfslab.sweep.store import ROW_COLUMNS, SweepStore, sweep_meta
+from dvfslab.sweep.twin import SimExecutor
 
 COOL = Cooldown(max_temp_c=None, idle_power_tol=1.0, timeout_s=0.0, idle_measure_s=0.0)
 

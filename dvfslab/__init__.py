@@ -28,9 +28,10 @@ Rooms (subpackages), laid out by data flow; each imports only rooms to its left
     core       errors, the one level-snapping rule, atomic files (used by every room)
     hw         backends: Jetson sysfs clocks and INA3221 rails, NVML, jtop; `dvfslab doctor`
     measure    the power sampler, energy windows, saved traces, tegrastats logs
-    sim        the digital twin: board model, simulated backend and executor, `dvfslab simulate`
+    sim        the digital twin: board model, physics, simulated backend, calibration
     harness    fine-tuning: the Hugging Face Trainer with the DVFS callback (the finetune extra)
-    sweep      plans, crash-safe resumable sweeps, their store and journal, fleets on Dask
+    sweep      plans, crash-safe resumable sweeps, their store and journal, the twin as an
+               executor and `dvfslab simulate`, fleets on Dask
     data       the dataset contract (meta.json, workloads.csv, runs.csv, steps.csv), the catalog
     analysis   aggregation, features, LOOCV model selection, governor replay, figures
     governors  FFG, decision tree, curve, online and profiled governors; load and decide
@@ -71,7 +72,7 @@ _FACE = {
     "get_backend": "dvfslab.hw",
     "PowerSampler": "dvfslab.measure.sampler",
     "make_plan": "dvfslab.sweep.plan", "run_sweep": "dvfslab.sweep.runner",
-    "simulate_dataset": "dvfslab.sim.generate",
+    "simulate_dataset": "dvfslab.sweep.simulate",
     "load_policy": "dvfslab.governors.io",
     "run_pipeline": "dvfslab.pipeline.runner",
 }

@@ -29,11 +29,11 @@ from dvfslab.data.journal import (
 )
 from dvfslab.data.workloads import workload_table
 from dvfslab.hw import get_backend
-from dvfslab.sim.executor import SimExecutor
 from dvfslab.sweep.plan import make_plan
 from dvfslab.sweep.runner import execute_run, run_sweep
 from dvfslab.sweep.session import Cooldown
 from dvfslab.sweep.store import ROW_COLUMNS, SweepStore, committed_run_ids, sweep_meta
+from dvfslab.sweep.twin import SimExecutor
 
 REPO = Path(__file__).resolve().parents[1]
 COOL = Cooldown(max_temp_c=None, idle_power_tol=1.0, timeout_s=0.0, idle_measure_s=0.0)

@@ -158,7 +158,7 @@ def test_job_steps_are_three_epochs_of_the_train_split_in_optimizer_steps():
 
 
 def test_a_fresh_simulated_dataset_carries_job_steps(tmp_path):
-    from dvfslab.sim.generate import make_plan, simulate_dataset
+    from dvfslab.sweep.simulate import make_plan, simulate_dataset
 
     plan = make_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
     ds = load_dataset(simulate_dataset(tmp_path / "sim", plan, progress=False).path)
