@@ -195,7 +195,7 @@ def _meta(plan: SimulationPlan, board: SimBoard, executor, cooldown, end_s: floa
         "source": "simulated",
         "note": NOTE,
         "device": {"board": p.display_name, "profile": p.name, "gpu": p.gpu, "jetpack": None,
-                   "power_mode": f"{board.mode.mode_id} ({board.mode.name})", "simulated": True,
+                   "power_mode": f"{board.mode.id} ({board.mode.name})", "simulated": True,
                    "calibrated": p.calibrated, "rails": list(p.rails), "total_rails": list(p.total_rails)},
         "freq_table_mhz": list(p.levels_mhz),
         "baseline": "maxn",

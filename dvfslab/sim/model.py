@@ -60,8 +60,8 @@ def emc_mhz(profile: BoardProfile, freq_mhz, *, mode: PowerMode | None = None) -
     levels = np.asarray(profile.emc_levels_mhz, dtype=float)
     want = np.maximum(levels[-1] * np.asarray(freq_mhz, dtype=float) / profile.fmax_mhz, profile.emc_idle_mhz)
     out = levels[np.minimum(np.searchsorted(levels, want - 1e-9), levels.size - 1)]
-    if mode is not None and mode.emc_max_mhz:
-        out = np.minimum(out, mode.emc_max_mhz)
+    if mode is not None:
+        out = np.minimum(out, profile.emc_cap_mhz(mode))
     return out
 
 
@@ -93,17 +93,19 @@ def gpu_rail_w(profile: BoardProfile, freq_mhz, activity, bytes_per_s=0.0, **kwa
     return sum(gpu_rail_parts_w(profile, freq_mhz, activity, bytes_per_s, **kwargs).values())
 
 
-def cpu_rail_w(profile: BoardProfile, busy_cores, *, clusters=0.0, cpu_clock_ratio: float = 1.0) -> np.ndarray:
-    """Power of the CPU rail (W): idle, clusters clocked up, busy cores (∝ f·V² ≈ f²)."""
-    return (profile.cpu_idle_w + profile.cpu_cluster_w * np.asarray(clusters, dtype=float)
-            + profile.cpu_core_w_at_max * cpu_clock_ratio**2 * np.asarray(busy_cores, dtype=float))
+def cpu_rail_w(profile: BoardProfile, busy_cores, *, clusters=0.0, cpu_clock_ratio=1.0) -> np.ndarray:
+    """Power of the CPU rail (W): idle, plus clusters clocked up and busy cores at ``cpu_clock_ratio``
+    of the top CPU clock, both ∝ ratio^cpu_power_exp (f·V²)."""
+    scale = np.asarray(cpu_clock_ratio, dtype=float) ** profile.cpu_power_exp
+    return profile.cpu_idle_w + scale * (profile.cpu_cluster_w * np.asarray(clusters, dtype=float)
+                                         + profile.cpu_core_w_at_max * np.asarray(busy_cores, dtype=float))
 
 
 def stress_test_gpu_rail_w(profile: BoardProfile, mode: int | str) -> float:
     """GPU-rail power of a GPU stress test (activity 1) in a power mode: the calibration check."""
     pm = profile.power_mode(mode)
-    return float(gpu_rail_w(profile, pm.gpu_max_mhz, 1.0, tpc_fraction=pm.tpc_fraction,
-                            emc=emc_mhz(profile, pm.gpu_max_mhz, mode=pm)))
+    f = profile.gpu_cap_mhz(pm)
+    return float(gpu_rail_w(profile, f, 1.0, tpc_fraction=profile.tpc_fraction(pm), emc=emc_mhz(profile, f, mode=pm)))
 
 
 def idle_power_w(profile: BoardProfile, freq_mhz: float, *, mode: PowerMode | None = None) -> tuple[float, float]:
@@ -239,7 +241,7 @@ def _gpu_work(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, *, 
     L, d, h, B = wl.n_layers, wl.hidden_size, wl.n_heads, wl.batch_size
     share = 1.0 / 3.0 if forward_only else 1.0  # forward = 2 of the 6 FLOP per parameter and token
     tokens = B * s
-    clock = f / profile.fmax_mhz * mode.tpc_fraction
+    clock = f / profile.fmax_mhz * profile.tpc_fraction(mode)
     rate = profile.gemm_flops_at_fmax * clock
     t_mm = share * 6.0 * wl.matmul_params * tokens / (rate * _efficiency(d, tokens, profile))
     t_mm = t_mm + share * 12.0 * L * tokens * s * d / (rate * _efficiency(d / h, B * h * s, profile))
@@ -265,12 +267,12 @@ def _rows(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, t_seria
     time_s = t_serial + (t_ops**p + t_gpu**p) ** (1.0 / p)
     util = t_gpu / time_s
     bytes_per_s = nbytes / time_s
-    parts = gpu_rail_parts_w(profile, f, activity_busy * util, bytes_per_s, tpc_fraction=mode.tpc_fraction,
+    parts = gpu_rail_parts_w(profile, f, activity_busy * util, bytes_per_s, tpc_fraction=profile.tpc_fraction(mode),
                              power_scale=power_scale, emc=emc)
     shape = time_s.shape
     parts = {k: np.broadcast_to(v, shape).astype(float) for k, v in parts.items()}
-    cpu_w = cpu_rail_w(profile, profile.cpu_busy_cores_training, clusters=profile.cpu_clusters_training,
-                       cpu_clock_ratio=1.0 / cpu_ratio)
+    cpu_w = cpu_rail_w(profile, min(profile.cpu_busy_cores_training, profile.cpu_online(mode)),
+                       clusters=profile.cpu_clusters_training, cpu_clock_ratio=1.0 / cpu_ratio)
     dram_w = profile.dram_pj_per_byte * 1e-12 * bytes_per_s
     return StepTable(f.ravel(), time_s, t_gpu * np.ones(shape), util, sum(parts.values()),
                      np.broadcast_to(cpu_w, shape).astype(float), np.broadcast_to(dram_w, shape).astype(float),
@@ -288,7 +290,7 @@ def step_table(profile: BoardProfile, wl: SimWorkload, seq_len, freq_mhz, *, mod
     mode = mode or profile.power_modes[0]
     s = np.asarray(seq_len, dtype=float)[:, None]
     f = np.atleast_1d(np.asarray(freq_mhz, dtype=float))[None, :]
-    cpu_ratio = profile.power_modes[0].cpu_max_mhz / mode.cpu_max_mhz
+    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
     cpu_scale = np.asarray(cpu_scale, dtype=float).reshape(-1, 1) * cpu_ratio
     t_ops = ops_of(profile, wl) * profile.cpu_op_us * 1e-6 * cpu_scale
     t_serial = profile.cpu_step_serial_ms * 1e-3 * cpu_scale

@@ -65,7 +65,7 @@ def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.ra
                 power_scale: float = 1.0) -> StepTable | None:
     """Rows of the workload's window phases after ``n_steps`` training steps (None: no phase)."""
     f = np.atleast_1d(np.asarray(freq_mhz, dtype=float))[None, :]
-    cpu_ratio = profile.power_modes[0].cpu_max_mhz / mode.cpu_max_mhz
+    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
     scale = float(cpu_scale) * cpu_ratio
     tables = []
     if "evaluation" in wl.window_phases:
@@ -90,7 +90,7 @@ def _checkpoint_row(profile: BoardProfile, wl: SimWorkload, n_steps: int, f, mod
                     power_scale: float) -> StepTable:
     """One row: the GPU idle at its clock, one CPU core serializing and writing."""
     shape = f.shape
-    parts = gpu_rail_parts_w(profile, f, 0.0, 0.0, tpc_fraction=mode.tpc_fraction, power_scale=power_scale,
+    parts = gpu_rail_parts_w(profile, f, 0.0, 0.0, tpc_fraction=profile.tpc_fraction(mode), power_scale=power_scale,
                              emc=emc_mhz(profile, f, mode=mode))
     parts = {k: np.broadcast_to(v, shape).astype(float) for k, v in parts.items()}
     cpu_w = cpu_rail_w(profile, 1.0, clusters=1.0, cpu_clock_ratio=1.0 / cpu_ratio)
