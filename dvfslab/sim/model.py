@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.sim.profiles import (  # noqa: F401  (re-exported: the twin's historical import path)
     AGX_ORIN_64GB,
     AGX_XAVIER,
@@ -182,6 +183,15 @@ class SimWorkload:
 
         return cls.from_row(workload_row(model, task, **kwargs), window_phases=window_phases)
 
+    @classmethod
+    def from_workload_id(cls, workload_id: str, **kwargs) -> SimWorkload:
+        """A catalog workload named ``model/task`` (e.g. ``bert-base/rte``)."""
+        model, sep, task = str(workload_id).partition("/")
+        if not sep or not model or not task:
+            raise DvfsError(f"workload {workload_id!r}: name a catalog workload as model/task "
+                            f"(e.g. {model or 'bert-base'}/rte)")
+        return cls.from_catalog(model, task, **kwargs)
+
     def padded_lengths(self, rng: np.random.Generator, n_steps: int) -> np.ndarray:
         """Padded sequence length of each step's batch (dynamic padding: the batch's longest).
 
@@ -236,30 +246,37 @@ def _efficiency(dim, rows, profile: BoardProfile):
     return dim / (dim + profile.gemm_half_dim) * rows / (rows + profile.gemm_half_rows)
 
 
-def _gpu_work(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, *, forward_only: bool):
-    """GPU seconds (matmul + attention, memory, kernel floors) and bytes of one batch."""
+def batch_work(profile: BoardProfile, wl: SimWorkload, s, *, forward_only: bool = False):
+    """The clock-independent GPU work of batches of padded length ``s``: ``(flops, anchor_flops,
+    bytes, kernels)``. ``anchor_flops`` is the FLOPs divided by the matmuls' size efficiency: the
+    work at the anchor GEMM rate (matmuls and attention have different shapes)."""
     L, d, h, B = wl.n_layers, wl.hidden_size, wl.n_heads, wl.batch_size
     share = 1.0 / 3.0 if forward_only else 1.0  # forward = 2 of the 6 FLOP per parameter and token
     tokens = B * s
-    clock = f / profile.fmax_mhz * profile.tpc_fraction(mode)
-    rate = profile.gemm_flops_at_fmax * clock
-    t_mm = share * 6.0 * wl.matmul_params * tokens / (rate * _efficiency(d, tokens, profile))
-    t_mm = t_mm + share * 12.0 * L * tokens * s * d / (rate * _efficiency(d / h, B * h * s, profile))
+    mm = share * 6.0 * wl.matmul_params * tokens
+    att = share * 12.0 * L * tokens * s * d
+    anchor = mm / _efficiency(d, tokens, profile) + att / _efficiency(d / h, B * h * s, profile)
     elem = (ELEMENTWISE_D * d + ELEMENTWISE_FF * wl.ffn_size + ELEMENTWISE_ATT * h * s) * 4.0 * L * tokens
     nbytes = share * elem + (0.0 if forward_only else OPTIMIZER_BYTES_PER_PARAM * wl.params_total)
+    kernels = (KERNELS_PER_LAYER * L + KERNELS_FIXED) * (FORWARD_OPS_SHARE if forward_only else 1.0)
+    return mm + att, anchor, nbytes, kernels
+
+
+def _gpu_times(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode):
+    """GPU seconds of matmuls, memory traffic and kernel floors at clocks ``f``, and the EMC level."""
+    clock = f / profile.fmax_mhz * profile.tpc_fraction(mode)
+    t_mm = anchor_flops / (profile.gemm_flops_at_fmax * clock)
     emc = emc_mhz(profile, f, mode=mode)
     bw = profile.dram_bw_gbs * 1e9 * np.minimum(np.minimum(1.0, f / profile.bw_sat_mhz),
                                                 emc / profile.emc_levels_mhz[-1])
-    t_mem = nbytes / bw
-    kernels = (KERNELS_PER_LAYER * L + KERNELS_FIXED) * (FORWARD_OPS_SHARE if forward_only else 1.0)
     t_kern = kernels * profile.kernel_min_us_at_fmax * 1e-6 / clock
-    return t_mm, t_mem, t_kern, nbytes, emc
+    return t_mm, nbytes / bw, t_kern, emc
 
 
-def _rows(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, t_serial, t_ops, *, forward_only: bool,
-          gpu_scale, power_scale, cpu_ratio: float, phase: str) -> StepTable:
-    """Time, utilization and rail power of batches of padded length ``s`` (n, 1) at clocks ``f`` (1, k)."""
-    t_mm, t_mem, t_kern, nbytes, emc = _gpu_work(profile, wl, s, f, mode, forward_only=forward_only)
+def work_rows(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode, t_serial, t_ops, *,
+              gpu_scale=1.0, power_scale=1.0, cpu_ratio: float = 1.0, phase: str = "train") -> StepTable:
+    """Time, utilization and rail power of batches of the given work (n, 1) at clocks ``f`` (1, k)."""
+    t_mm, t_mem, t_kern, emc = _gpu_times(profile, anchor_flops, nbytes, kernels, f, mode)
     t_gpu = (t_mm + t_mem + t_kern) * gpu_scale
     activity_busy = (profile.activity_matmul * t_mm + profile.activity_memory * t_mem
                      + profile.activity_kernel_overhead * t_kern) * gpu_scale / t_gpu
@@ -296,5 +313,6 @@ def step_table(profile: BoardProfile, wl: SimWorkload, seq_len, freq_mhz, *, mod
     t_serial = profile.cpu_step_serial_ms * 1e-3 * cpu_scale
     if first_step:
         t_serial = t_serial + np.where(np.arange(s.shape[0])[:, None] == 0, profile.first_step_extra_s, 0.0)
-    return _rows(profile, wl, s, f, mode, t_serial, t_ops, forward_only=False, gpu_scale=gpu_scale,
-                 power_scale=power_scale, cpu_ratio=cpu_ratio, phase="train")
+    _flops, anchor, nbytes, kernels = batch_work(profile, wl, s)
+    return work_rows(profile, anchor, nbytes, kernels, f, mode, t_serial, t_ops, gpu_scale=gpu_scale,
+                     power_scale=power_scale, cpu_ratio=cpu_ratio, phase="train")

@@ -27,11 +27,12 @@ from dvfslab.sim.model import (
     PowerMode,
     SimWorkload,
     StepTable,
-    _rows,
+    batch_work,
     cpu_rail_w,
     emc_mhz,
     gpu_rail_parts_w,
     ops_of,
+    work_rows,
 )
 
 PHASES = ("evaluation", "checkpoint")
@@ -73,9 +74,10 @@ def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.ra
         if n_batches:
             s = wl.padded_lengths(rng, n_batches)[:, None]
             t_ops = FORWARD_OPS_SHARE * ops_of(profile, wl, optimizer=False) * profile.cpu_op_us * 1e-6 * scale
-            tables.append(_rows(profile, wl, s, f, mode, EVAL_SERIAL_MS * 1e-3 * scale, t_ops, forward_only=True,
-                                gpu_scale=gpu_scale, power_scale=power_scale, cpu_ratio=cpu_ratio,
-                                phase="evaluation"))
+            _flops, anchor, nbytes, kernels = batch_work(profile, wl, s, forward_only=True)
+            tables.append(work_rows(profile, anchor, nbytes, kernels, f, mode, EVAL_SERIAL_MS * 1e-3 * scale, t_ops,
+                                    gpu_scale=gpu_scale, power_scale=power_scale, cpu_ratio=cpu_ratio,
+                                    phase="evaluation"))
     if "checkpoint" in wl.window_phases and checkpoint_s(profile, wl, n_steps) > 0:
         tables.append(_checkpoint_row(profile, wl, n_steps, f, mode, cpu_ratio, power_scale))
     if not tables:
