@@ -30,7 +30,14 @@ import numpy as np
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.hw.jetson.nvpmodel import PowerMode
-from dvfslab.sim.model import KERNELS_FIXED, KERNELS_PER_LAYER, SimWorkload, batch_work, ops_of, work_rows
+from dvfslab.sim.model import (
+    KERNELS_FIXED,
+    KERNELS_PER_LAYER,
+    SimWorkload,
+    batch_work,
+    ops_of,
+    work_rows,
+)
 from dvfslab.sim.podgov import PodGovernor
 from dvfslab.sim.profiles import BoardProfile, get_profile
 
