@@ -246,3 +246,61 @@ def test_cli_explain_prints_the_decomposition(capsys):
     assert "SIMULATED" in out and "<- lowest CPU+GPU" in out and "GPU dyn" in out
     assert main(["simulate"]) == 2  # neither --out nor --explain: a clear error, exit 2
     assert "--out DIR is required" in capsys.readouterr().err
+
+
+def test_explain_of_a_model_without_a_task_asks_for_model_task(capsys):
+    """Issue 25, item 4: ``--explain bert-base`` said ``unknown task ''``."""
+    assert main(["simulate", "--explain", "bert-base"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "model/task" in err and "bert-base/rte" in err and "unknown task" not in err
+    assert len(err.splitlines()) == 1
+
+
+ENSEMBLE_ARGS = ["--quick", "--models", "bert-small,pythia-410m", "--steps", "8", "--reps", "1", "--no-progress"]
+
+
+def test_ensemble_writes_ordered_bands_of_every_finding(tmp_path, capsys):
+    """A tiny grid (2 models, one ≤ 70M and one > 70M, × 4 tasks, 1 rep, 8 steps) and 3 parameter sets."""
+    out = tmp_path / "ens"
+    assert main(["simulate", "--ensemble", "3", "--out", str(out), *ENSEMBLE_ARGS]) == 0
+    assert "SIMULATED" in capsys.readouterr().out
+    doc = json.loads((out / "ensemble.json").read_text())
+    assert doc["source"] == "simulated" and doc["n_members"] == 3 and len(doc["members"]) == 3
+    scalars = ("oracle_saving_pct", "oracle_saving_le70m_pct", "oracle_saving_gt70m_pct", "mlg_paper_saving_pct",
+               "ffg_minus_oracle_pts", "mlg_minus_ffg_pts")
+    bands = doc["bands"]
+    for key in scalars:
+        b = bands[key]
+        assert b["p5"] <= b["p50"] <= b["p95"], key
+        assert key in doc["central"]
+    shares = bands["optimum_share_pct"]
+    assert set(shares) == {format_mhz(f) for f in doc_levels()}
+    for b in shares.values():
+        assert 0.0 <= b["p5"] <= b["p50"] <= b["p95"] <= 100.0
+    for m in doc["members"]:  # each member's optimum shares cover every workload once
+        assert sum(m["metrics"]["optimum_share_pct"].values()) == pytest.approx(100.0)
+        assert m["metrics"]["ffg_minus_oracle_pts"] <= 1e-9  # no fixed level beats the per-workload best
+    assert doc["paper"]["mlg_saving_pct"] == 13.11
+
+
+def doc_levels():
+    from dvfslab.sim.profiles import AGX_ORIN_64GB
+
+    return AGX_ORIN_64GB.levels_mhz
+
+
+def test_ensemble_members_are_drawn_inside_the_stated_ranges_and_seeded():
+    from dvfslab.sim.calibration import ASSUMED_RANGES, sample_profile
+
+    a = sample_profile(np.random.default_rng(np.random.SeedSequence([0, 1])))[1]
+    b = sample_profile(np.random.default_rng(np.random.SeedSequence([0, 1])))[1]
+    assert a == b
+    for name, (lo, hi, _why) in ASSUMED_RANGES.items():
+        assert lo <= a[name] <= hi
+
+
+def test_ensemble_needs_an_out_dir_and_two_members(tmp_path, capsys):
+    assert main(["simulate", "--ensemble", "1", "--out", str(tmp_path / "e"), *ENSEMBLE_ARGS]) == 2
+    assert "at least 2 parameter sets" in capsys.readouterr().err
+    assert main(["simulate", "--ensemble", "3", *ENSEMBLE_ARGS]) == 2
+    assert "--out DIR is required" in capsys.readouterr().err
