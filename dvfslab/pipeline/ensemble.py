@@ -136,3 +136,34 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
     }
     (out / "ensemble.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return doc
+
+
+LABELS = {
+    "oracle_saving_pct": ("oracle mean saving vs MAXN (evaluation)", "–", " %"),
+    "oracle_saving_le70m_pct": ("oracle mean saving, models ≤ 70M", "MLG: vary, can lose", " %"),
+    "oracle_saving_gt70m_pct": ("oracle mean saving, models > 70M", "MLG: > 22 %", " %"),
+    "mlg_paper_saving_pct": ("the paper's tree (mlg-paper) mean saving", "MLG: 13.11 %", " %"),
+    "mlg_paper_saving_le70m_pct": ("the paper's tree, models ≤ 70M", "–", " %"),
+    "mlg_paper_saving_gt70m_pct": ("the paper's tree, models > 70M", "MLG: > 22 %", " %"),
+    "ffg_minus_oracle_pts": ("FFG − oracle", "–", " points"),
+    "mlg_minus_ffg_pts": ("learned tree (MLG) − FFG", "+0.9 points", " points"),
+}
+
+
+def ensemble_markdown(doc: dict) -> str:
+    """The bands next to the central figure (same grid) and the paper's, as a markdown table."""
+    out = ["| Figure | Paper (measured) | Twin, central parameters (**simulated**) | Twin band p5 – p95 (p50) |",
+           "|---|---|---|---|"]
+    for key, (label, paper, unit) in LABELS.items():
+        b, c = doc["bands"][key], doc["central"][key]
+        out.append(f"| {label} | {paper} | {c:+.2f}{unit} | {b['p5']:+.2f} – {b['p95']:+.2f} ({b['p50']:+.2f}){unit} |"
+                   if unit == " points" else
+                   f"| {label} | {paper} | {c:.1f}{unit} | {b['p5']:.1f} – {b['p95']:.1f} ({b['p50']:.1f}){unit} |")
+    shares = doc["bands"]["optimum_share_pct"]
+    for lv, b in shares.items():
+        if b["p95"] > 0 or doc["central"]["optimum_share_pct"].get(lv, 0) > 0:
+            c = doc["central"]["optimum_share_pct"].get(lv, 0.0)
+            paper = "in 510–816" if 510 <= float(lv) <= 816 else "outside 510–816"
+            out.append(f"| workloads whose optimum is {lv} MHz | {paper} | {c:.0f} % | "
+                       f"{b['p5']:.0f} – {b['p95']:.0f} ({b['p50']:.0f}) % |")
+    return "\n".join(out)

@@ -68,6 +68,7 @@ ASSUMED_RANGES: dict[str, tuple[float, float, str]] = {
     "overlap_p": (2.0, 8.0, "how sharply CPU dispatch and GPU work overlap near the cross-over"),
     "soc_pj_per_byte": (8.0, 32.0, "DRAM traffic energy on VDD_GPU_SOC, ×0.5–×2 (LPDDR5 ≈ 4–6 pJ/bit in all)"),
     "dram_pj_per_byte": (8.0, 32.0, "DRAM traffic energy on VDDQ, ×0.5–×2"),
+    "storage_write_mb_s": (100.0, 400.0, "checkpoint write speed of the developer kit's eMMC 5.1, not measured"),
 }
 
 CALIBRATION_FORMAT = "dvfslab-calibration"
@@ -226,3 +227,34 @@ def sample_profile(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_6
     res = fit(base, measured=measured)
     return res.profile, {**assumed, **res.params}
 
+
+
+#: which fit lines pin each fitted parameter (for the parameter table of docs/calibration.md)
+PINNED_BY = {
+    "soc_idle_w": "idle-64gb-jp5, idle-64gb-go (GPU rail, GPU rail-gated)",
+    "cpu_idle_w": "idle-64gb-jp5, idle-64gb-go (CPU rail, cores at 729 MHz)",
+    "VIN_SYS_5V0": "idle-64gb-jp5, idle-64gb-go",
+    "VDDQ_VDD2_1V8AO": "idle-64gb-jp5, idle-64gb-go",
+    "cpu_cluster_w": "clocks-max-64gb (CPU rail: 12 idle cores at 2201 MHz)",
+    "cpu_core_w_at_max": "forum-maxn, forum-50w, forum-30w (CPU stress of every online core)",
+    "cpu_power_exp": "forum-maxn, forum-50w, forum-30w (the modes' CPU caps 2201.6, 1497.6, 1728 MHz)",
+    "gpu_clock_w_at_fmax": "clocks-max-64gb (GPU rail: GPU clocked at 1300.5 MHz, idle)",
+    "gpu_dyn_w_at_fmax": "forum-maxn, forum-50w, forum-30w (GPU stress)",
+    "v_slope_per_mhz": "forum-maxn, forum-50w, forum-30w (GPU stress at 1300.5, 816, 612 MHz)",
+}
+
+
+def parameters_markdown(path: str | os.PathLike = ORIN_CALIBRATION) -> str:
+    """The fitted parameters of the checked-in file, with the lines that pin them."""
+    doc = json.loads(Path(path).read_text())
+    lines_out = ["| Fitted parameter | Value | Pinned by (fit lines) |", "|---|---|---|"]
+    lines_out += [f"| `{k}` | {v:g} | {PINNED_BY[k]} |" for k, v in doc["parameters"].items()]
+    return "\n".join(lines_out)
+
+
+def ranges_markdown() -> str:
+    """Every assumed parameter: central value, plausible range, reason."""
+    out = ["| Assumed parameter | Central | Range (ensemble: uniform) | Why this range |", "|---|---|---|---|"]
+    out += [f"| `{k}` | {getattr(AGX_ORIN_64GB, k):g} | {lo:g}–{hi:g} | {why} |"
+            for k, (lo, hi, why) in ASSUMED_RANGES.items()]
+    return "\n".join(out)
