@@ -125,3 +125,16 @@ def test_each_assumed_range_holds_the_central_value():
     for name, (lo, hi, why) in ASSUMED_RANGES.items():
         assert lo <= getattr(ORIN, name) <= hi, name
         assert why
+
+
+def test_calibration_doc_shows_the_current_tables():
+    """docs/calibration.md quotes the tables the code produces now (parameters, ranges, validation, LOO)."""
+    from pathlib import Path
+
+    from dvfslab.sim.calibration import parameters_markdown, ranges_markdown
+    from dvfslab.sim.validation import loo_markdown, validation_markdown
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "calibration.md").read_text()
+    for name, table in (("parameters", parameters_markdown()), ("ranges", ranges_markdown()),
+                        ("validation", validation_markdown()), ("leave-one-out", loo_markdown())):
+        assert table in doc, f"docs/calibration.md: the {name} table is stale; paste the function's output"
