@@ -37,8 +37,7 @@ from dvfslab.hw import get_backend
 from dvfslab.sweep.plan import MAXN, make_plan
 from dvfslab.sweep.runner import execute_run
 from dvfslab.sweep.session import Cooldown
-from dvfslab.sweep.simulate import make_plan as simulation_plan
-from dvfslab.sweep.simulate import simulate_dataset
+from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 from dvfslab.sweep.store import ROW_COLUMNS, SweepStore, sweep_meta
 from dvfslab.sweep.twin import SimExecutor
 

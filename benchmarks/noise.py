@@ -85,16 +85,21 @@ def gpu_to_gpu_cv(profile_dir: str | Path) -> dict:
 
 
 def curve_residuals(profile_dir: str | Path, degree: int = 2) -> dict:
-    """Per file, the RMS relative residual of the window energy (GPU 0) and time around a
-    least-squares polynomial of ``degree`` in the power limit; the median over the files."""
+    """Per file, the residual spread of the window energy (GPU 0) and time relative to a
+    least-squares polynomial of ``degree`` in the power limit (sum of squared relative residuals
+    over ``n - degree - 1`` degrees of freedom, so the fitted coefficients are not counted as
+    noise); the median over the files."""
     energy, time = [], []
     for path in sorted(Path(profile_dir).glob("*.csv")):
         frame = pd.read_csv(path)
         limit = _limits(frame)
+        dof = len(limit) - degree - 1
+        if dof < 1:  # as many windows as coefficients: an exact fit says nothing of the noise
+            continue
         for col, acc in (("gpu0_energy", energy), ("elapsed_time", time)):
             y = frame[col].to_numpy(float)
             fit = np.polyval(np.polyfit(limit, y, degree), limit)
-            acc.append(float(np.sqrt(np.mean(((y - fit) / fit) ** 2))))
+            acc.append(float(np.sqrt((((y - fit) / fit) ** 2).sum() / dof)))
     return {"files": len(energy), "degree": degree, "energy": float(np.median(energy)) if energy else None,
             "time": float(np.median(time)) if time else None}
 
@@ -125,7 +130,7 @@ def report(path: str | Path, profile_dir: Path, degree: int) -> list[str]:
         lines.append(f"    energy, GPU to GPU in one window: median CV {_pct(g['median'])} "
                      f"(25-75 %: {_pct(g.get('q25'))} - {_pct(g.get('q75'))}) over {g['windows']} windows")
         lines.append(f"    around a degree-{degree} curve in the limit (upper bound): energy {_pct(c['energy'])}, "
-                     f"time {_pct(c['time'])} (median RMS over {c['files']} files)")
+                     f"time {_pct(c['time'])} (median residual spread over {c['files']} files)")
     return lines
 
 

@@ -35,8 +35,7 @@ from dvfslab.cli.sweep import resolve_workloads
 from dvfslab.hw import get_backend
 from dvfslab.sweep.plan import make_plan
 from dvfslab.sweep.runner import run_sweep
-from dvfslab.sweep.simulate import make_plan as simulation_plan
-from dvfslab.sweep.simulate import simulate_dataset
+from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 from dvfslab.sweep.twin import SimExecutor
 
 
@@ -121,50 +120,49 @@ def main() -> None:
 
 # -- sensitivity of the findings to the assumptions (docs/calibration.md, section 4) ----------
 
-SENSITIVITY = {
-    "as calibrated": {},
-    "V–f slope −25 %": {"v_slope_per_mhz": 0.75 * 3.802e-4},
-    "V–f slope +25 %": {"v_slope_per_mhz": 1.25 * 3.802e-4},
-    "V_min 0.60 → 0.70 V": {"v_min": 0.70},
-    "CPU op cost ×0.5 (A78AE ratio 1.0)": {"cpu_op_us": 21.6},
-    "CPU op cost ×1.5 (A78AE ratio 3.0)": {"cpu_op_us": 64.8},
-    "matmul activity 0.85 → 0.60": {"activity_matmul": 0.60},
-    "EMC step 0.60 → 1.2 W": {"emc_w_per_ghz": 1.12},
-}
+def _cases() -> dict:
+    """One stated assumption of the calibrated profile changed at a time (docs/calibration.md, section 4)."""
+    from dvfslab.sim.profiles import AGX_ORIN_64GB as p
+
+    return {
+        "as calibrated": {},
+        "V–f slope −25 %": {"v_slope_per_mhz": 0.75 * p.v_slope_per_mhz},
+        "V–f slope +25 %": {"v_slope_per_mhz": 1.25 * p.v_slope_per_mhz},
+        "V_min 0.60 → 0.70 V": {"v_min": 0.70},
+        "CPU op cost ×0.5 (A78AE ratio 1.0)": {"cpu_op_us": 0.5 * p.cpu_op_us},
+        "CPU op cost ×1.5 (A78AE ratio 3.0)": {"cpu_op_us": 1.5 * p.cpu_op_us},
+        "matmul activity 0.85 → 0.60": {"activity_matmul": 0.60},
+        "busy CPU cores while training 1.3 → 2.5": {"cpu_busy_cores_training": 2.5},
+        "EMC step 0.60 → 1.2 W": {"emc_w_per_ghz": 2 * p.emc_w_per_ghz},
+    }
 
 
 def sensitivity(steps: int = 100, reps: int = 1, window_phases=None) -> list[dict]:
     """Findings of the full paper grid (``steps`` steps, ``reps`` repetitions) with one profile
     parameter changed at a time; ``window_phases=()`` is the row without phases."""
-    import dataclasses
-
     from dvfslab.sim.findings import twin_findings
-    from dvfslab.sim.model import PROFILES
-    from dvfslab.sweep.simulate import make_plan, simulate_dataset
+    from dvfslab.sim.profiles import AGX_ORIN_64GB, with_params
+    from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 
-    base = PROFILES["agx-orin-64gb"]
-    cases = dict(SENSITIVITY)
+    cases = _cases()
     cases["no phases in the window"] = "no-phases"
     rows = []
-    try:
-        for name, change in cases.items():
-            phases = () if change == "no-phases" else window_phases
-            PROFILES["agx-orin-64gb"] = dataclasses.replace(base, **({} if change == "no-phases" else change))
-            with tempfile.TemporaryDirectory() as tmp:
-                plan = make_plan(steps=steps, reps=reps, window_phases=phases)
-                f = twin_findings(simulate_dataset(tmp, plan, progress=False))
-            sv = f["saving_pct"]["oracle"]
-            rows.append({"change": name, "mean": sv["all"]["mean"], "min": sv["all"]["min"],
-                         "gt70m": sv["gt70m"]["mean"], "le70m": sv["le70m"]["mean"],
-                         "levels": f["optimal_level_counts"], "maxn_util": f["maxn_util_pct"],
-                         "tree_minus_ffg": f["saving_pct"]["paper_tree"]["all"]["mean"]
-                         - f["saving_pct"]["ffg"]["all"]["mean"]})
-            r = rows[-1]
-            print(f"| {name} | {r['mean']:.1f} % | {r['min']:.1f} % | {r['gt70m']:.1f} % | {r['le70m']:.1f} % | "
-                  f"{', '.join(f'{k}: {v}' for k, v in r['levels'].items())} | {r['maxn_util'][0]:.0f} % | "
-                  f"{r['tree_minus_ffg']:+.1f} |", flush=True)
-    finally:
-        PROFILES["agx-orin-64gb"] = base
+    for name, change in cases.items():
+        phases = () if change == "no-phases" else window_phases
+        profile = with_params(AGX_ORIN_64GB, {} if change == "no-phases" else change)
+        with tempfile.TemporaryDirectory() as tmp:
+            plan = simulation_plan(steps=steps, reps=reps, window_phases=phases)
+            f = twin_findings(simulate_dataset(tmp, plan, progress=False, profile=profile))
+        sv = f["saving_pct"]["oracle"]
+        rows.append({"change": name, "mean": sv["all"]["mean"], "min": sv["all"]["min"],
+                     "gt70m": sv["gt70m"]["mean"], "le70m": sv["le70m"]["mean"],
+                     "levels": f["optimal_level_counts"], "maxn_util": f["maxn_util_pct"],
+                     "tree_minus_ffg": f["saving_pct"]["paper_tree"]["all"]["mean"]
+                     - f["saving_pct"]["ffg"]["all"]["mean"]})
+        r = rows[-1]
+        print(f"| {name} | {r['mean']:.1f} % | {r['min']:.1f} % | {r['gt70m']:.1f} % | {r['le70m']:.1f} % | "
+              f"{', '.join(f'{k}: {v}' for k, v in r['levels'].items())} | {r['maxn_util'][0]:.0f} % | "
+              f"{r['tree_minus_ffg']:+.1f} |", flush=True)
     return rows
 
 

@@ -59,16 +59,22 @@ def test_zeus_windows_gpu_to_gpu_and_around_a_curve_by_hand(tmp_path):
         "start_time,window_name,elapsed_time,gpu0_energy,gpu1_energy\n"
         "1.0,__GlobalPowerLimitOptimizer_300,10.0,100.0,110.0\n"   # sd 7.071068 / mean 105 = 0.067344
         "2.0,__GlobalPowerLimitOptimizer_200,12.0,200.0,200.0\n"   # 0
-        "3.0,__GlobalPowerLimitOptimizer_100,18.0,300.0,300.0\n")  # 0
+        "3.0,__GlobalPowerLimitOptimizer_100,17.0,300.0,300.0\n")  # 0
     (tmp_path / "X+net+gpu0.csv").write_text(  # one GPU: no GPU-to-GPU figure from it
         "start_time,window_name,elapsed_time,gpu0_energy\n1.0,__GlobalPowerLimitOptimizer_300,1.0,5.0\n")
     got = noise.gpu_to_gpu_cv(tmp_path)
     assert got["windows"] == 3 and got["median"] == pytest.approx(0.0, abs=1e-12)  # median of 0.067, 0, 0
     assert got["q75"] == pytest.approx(0.067344 / 2, abs=1e-6)  # halfway between 0 and 0.067344
     (tmp_path / "X+net+gpu0.csv").unlink()
-    # three points and a quadratic: an exact fit, no residual
-    fit = noise.curve_residuals(tmp_path, degree=2)
-    assert fit["files"] == 1 and fit["energy"] == pytest.approx(0.0, abs=1e-9) and fit["time"] == pytest.approx(0.0, abs=1e-9)
+    # three windows and a quadratic: no degree of freedom left, the file says nothing of the noise
+    assert noise.curve_residuals(tmp_path, degree=2) == {"files": 0, "degree": 2, "energy": None, "time": None}
+    # a line through three windows, by hand: time 17, 12, 10 s at 100, 200, 300 W; mean 13, slope
+    # (-100 * 4 + 100 * -3) / 20000 = -0.035 s/W; fitted 16.5, 13, 9.5; relative residuals 0.5 / 16.5,
+    # -1 / 13, 0.5 / 9.5: squares 0.000918274 + 0.005917160 + 0.002770083 = 0.009605517 over 3 - 2 = 1
+    # degree of freedom -> 0.0980077. Energy 300, 200, 100 J lies on a line: 0.
+    fit = noise.curve_residuals(tmp_path, degree=1)
+    assert fit["files"] == 1 and fit["energy"] == pytest.approx(0.0, abs=1e-9)
+    assert fit["time"] == pytest.approx(0.0980077, abs=1e-6)
 
 
 def test_the_bundled_zeus_windows_are_counted_whole():

@@ -14,7 +14,7 @@ from dvfslab.hw.base import DvfsError, format_mhz
 from dvfslab.sim.board import SimBoard
 from dvfslab.sim.findings import twin_findings
 from dvfslab.sim.model import SimWorkload
-from dvfslab.sweep.simulate import QUICK_MODELS, make_plan, simulate_dataset
+from dvfslab.sweep.simulate import QUICK_MODELS, simulate_dataset, simulation_plan
 
 FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
 
@@ -22,7 +22,7 @@ FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
 @pytest.fixture(scope="module")
 def xavier_quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("xavier")
-    plan = make_plan(board="agx-xavier", seed=11, quick=True)
+    plan = simulation_plan(board="agx-xavier", seed=11, quick=True)
     return plan, simulate_dataset(out, plan, progress=False)
 
 
@@ -62,12 +62,12 @@ def test_steps_csv_holds_the_first_steps_of_rep_zero(xavier_quick):
 
 
 def test_same_seed_same_bytes_other_seed_other_numbers(tmp_path):
-    plan = make_plan(quick=True, seed=3, models=["bert-small", "pythia-70m"], steps=15, reps=1)
+    plan = simulation_plan(quick=True, seed=3, models=["bert-small", "pythia-70m"], steps=15, reps=1)
     for name in ("a", "b"):
         simulate_dataset(tmp_path / name, plan, progress=False)
     for f in FILES:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    other = make_plan(quick=True, seed=4, models=["bert-small", "pythia-70m"], steps=15, reps=1)
+    other = simulation_plan(quick=True, seed=4, models=["bert-small", "pythia-70m"], steps=15, reps=1)
     simulate_dataset(tmp_path / "c", other, progress=False)
     assert (tmp_path / "a" / "runs.csv").read_bytes() != (tmp_path / "c" / "runs.csv").read_bytes()
     assert (tmp_path / "a" / "workloads.csv").read_bytes() == (tmp_path / "c" / "workloads.csv").read_bytes()
@@ -97,12 +97,12 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
 
 
 def test_plans():
-    assert make_plan().n_runs() == 81 * (11 * 3 + 3)
-    assert make_plan(models="all").models == tuple(MODELS)
-    assert make_plan(models="pythia-70m,bert-base").models == ("pythia-70m", "bert-base")
-    assert make_plan(steps=30).step_rows == 30
+    assert simulation_plan().n_runs() == 81 * (11 * 3 + 3)
+    assert simulation_plan(models="all").models == tuple(MODELS)
+    assert simulation_plan(models="pythia-70m,bert-base").models == ("pythia-70m", "bert-base")
+    assert simulation_plan(steps=30).step_rows == 30
     with pytest.raises(DvfsError, match="unknown simulated board"):
-        make_plan(board="agx-thor")
+        simulation_plan(board="agx-thor")
 
 
 def _printed_tree_mhz(n_layers: float, avg_seq_len: float) -> float:
@@ -153,7 +153,7 @@ def test_findings_follow_the_definitions(xavier_quick):
 
 def test_simulate_is_a_sweep_with_energy_read_by_the_sampler(tmp_path):
     # no window phases here, so that the 12 steps are the whole run (phases: the test below)
-    plan = make_plan(quick=True, seed=5, models=["bert-small", "pythia-70m"], steps=12, reps=1, window_phases=())
+    plan = simulation_plan(quick=True, seed=5, models=["bert-small", "pythia-70m"], steps=12, reps=1, window_phases=())
     work = tmp_path / "work"
     ds = simulate_dataset(tmp_path / "a", plan, progress=False, work_dir=work)
     # the sweep's own directory: its plan and one record per run, in the sweep's order
@@ -201,7 +201,7 @@ def test_window_phases_lengthen_the_run_by_the_stated_amortized_work(tmp_path):
     """With evaluation and checkpoints in the window (the default), a run is its training steps
     plus the phases; the checkpoint of bert-small (29.1 M parameters × 12 B at 200 MB/s, one
     save per 500 steps, amortized over 12 steps) lasts 12/500 · 29.1e6·12/200e6 s."""
-    plan = make_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
+    plan = simulation_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
     assert plan.window_phases == ("evaluation", "checkpoint")
     work = tmp_path / "work"
     ds = simulate_dataset(tmp_path / "a", plan, progress=False, work_dir=work)
@@ -245,4 +245,62 @@ def test_cli_explain_prints_the_decomposition(capsys):
     out = capsys.readouterr().out
     assert "SIMULATED" in out and "<- lowest CPU+GPU" in out and "GPU dyn" in out
     assert main(["simulate"]) == 2  # neither --out nor --explain: a clear error, exit 2
+    assert "--out DIR is required" in capsys.readouterr().err
+
+
+def test_explain_of_a_model_without_a_task_asks_for_model_task(capsys):
+    """Issue 25, item 4: ``--explain bert-base`` said ``unknown task ''``."""
+    assert main(["simulate", "--explain", "bert-base"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "model/task" in err and "bert-base/rte" in err and "unknown task" not in err
+    assert len(err.splitlines()) == 1
+
+
+ENSEMBLE_ARGS = ["--quick", "--models", "bert-small,pythia-410m", "--steps", "8", "--reps", "1", "--no-progress"]
+
+
+def test_ensemble_writes_ordered_bands_of_every_finding(tmp_path, capsys):
+    """A tiny grid (2 models, one ≤ 70M and one > 70M, × 4 tasks, 1 rep, 8 steps) and 3 parameter sets."""
+    out = tmp_path / "ens"
+    assert main(["simulate", "--ensemble", "3", "--out", str(out), *ENSEMBLE_ARGS]) == 0
+    assert "SIMULATED" in capsys.readouterr().out
+    doc = json.loads((out / "ensemble.json").read_text())
+    assert doc["source"] == "simulated" and doc["n_members"] == 3 and len(doc["members"]) == 3
+    scalars = ("oracle_saving_pct", "oracle_saving_le70m_pct", "oracle_saving_gt70m_pct", "mlg_paper_saving_pct",
+               "ffg_minus_oracle_pts", "mlg_minus_ffg_pts")
+    bands = doc["bands"]
+    for key in scalars:
+        b = bands[key]
+        assert b["p5"] <= b["p50"] <= b["p95"], key
+        assert key in doc["central"]
+    shares = bands["optimum_share_pct"]
+    assert set(shares) == {format_mhz(f) for f in doc_levels()}
+    for b in shares.values():
+        assert 0.0 <= b["p5"] <= b["p50"] <= b["p95"] <= 100.0
+    for m in doc["members"]:  # each member's optimum shares cover every workload once
+        assert sum(m["metrics"]["optimum_share_pct"].values()) == pytest.approx(100.0)
+        assert m["metrics"]["ffg_minus_oracle_pts"] <= 1e-9  # no fixed level beats the per-workload best
+    assert doc["paper"]["mlg_saving_pct"] == 13.11
+
+
+def doc_levels():
+    from dvfslab.sim.profiles import AGX_ORIN_64GB
+
+    return AGX_ORIN_64GB.levels_mhz
+
+
+def test_ensemble_members_are_drawn_inside_the_stated_ranges_and_seeded():
+    from dvfslab.sim.calibration import ASSUMED_RANGES, sample_profile
+
+    a = sample_profile(np.random.default_rng(np.random.SeedSequence([0, 1])))[1]
+    b = sample_profile(np.random.default_rng(np.random.SeedSequence([0, 1])))[1]
+    assert a == b
+    for name, (lo, hi, _why) in ASSUMED_RANGES.items():
+        assert lo <= a[name] <= hi
+
+
+def test_ensemble_needs_an_out_dir_and_two_members(tmp_path, capsys):
+    assert main(["simulate", "--ensemble", "1", "--out", str(tmp_path / "e"), *ENSEMBLE_ARGS]) == 2
+    assert "at least 2 parameter sets" in capsys.readouterr().err
+    assert main(["simulate", "--ensemble", "3", *ENSEMBLE_ARGS]) == 2
     assert "--out DIR is required" in capsys.readouterr().err

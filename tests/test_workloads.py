@@ -158,9 +158,9 @@ def test_job_steps_are_three_epochs_of_the_train_split_in_optimizer_steps():
 
 
 def test_a_fresh_simulated_dataset_carries_job_steps(tmp_path):
-    from dvfslab.sweep.simulate import make_plan, simulate_dataset
+    from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 
-    plan = make_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
+    plan = simulation_plan(quick=True, seed=5, models=["bert-small"], steps=12, reps=1)
     ds = load_dataset(simulate_dataset(tmp_path / "sim", plan, progress=False).path)
     got = dict(zip(ds.workloads["task"], ds.workloads["job_steps"], strict=True))
     # batch 32, by hand: SST-2 3 x 2105 = 6315; MRPC 3 x 115 = 345; RTE 2490 / 32 = 77.8 -> 78,

@@ -1,4 +1,12 @@
-"""``dvfslab simulate --out DIR [--seed N] [--board B] [--quick]``: a dataset from the digital twin."""
+"""``dvfslab simulate``: a dataset from the digital twin, one workload in any power mode, or bands.
+
+* ``--out DIR [--seed N] [--board B] [--quick]``: a (simulated) dataset;
+* ``--explain model/task``: where a step's energy goes, level by level;
+* ``--workload SPEC.json|model/task --power-mode MODE [--json]`` (or ``--print-spec``): one workload
+  in one nvpmodel mode, every allowed level and the default governor;
+* ``--ensemble N [--quick] --out DIR``: the findings as p5/p50/p95 bands over N parameter sets
+  consistent with the readings (``DIR/ensemble.json``).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +25,21 @@ def register(sub) -> None:
     p.add_argument("--explain", metavar="WORKLOAD", default=None,
                    help="print the energy decomposition of one step of WORKLOAD (model/task, e.g. bert-base/rte) "
                         "at a few levels (GPU dynamic, GPU leakage, CPU, SoC/memory, board) and exit")
+    p.add_argument("--workload", metavar="SPEC", default=None,
+                   help="one workload instead of a grid: a JSON spec file (name, flops_per_step, dram_bytes_per_step, "
+                        "cpu_ops_per_step, params_m, batch_size) or a catalog workload model/task; prints time, CPU / "
+                        "GPU / board power and energy of one step at every GPU level the power mode allows and for its "
+                        "default governor")
+    p.add_argument("--power-mode", default="MAXN", metavar="MODE",
+                   help="with --workload: an nvpmodel mode of the board by name or id (AGX Orin: MAXN/0, 15W/1, "
+                        "30W/2, 50W/3; default MAXN)")
+    p.add_argument("--json", action="store_true", help="with --workload: print JSON instead of a table")
+    p.add_argument("--print-spec", action="store_true",
+                   help="with --workload model/task: print that catalog workload's spec as JSON (to edit) and exit")
+    p.add_argument("--ensemble", type=int, default=None, metavar="N",
+                   help="run the grid on N parameter sets drawn consistent with the readings and the stated ranges "
+                        "(docs/calibration.md) and write DIR/ensemble.json with p5/p50/p95 of the findings "
+                        "(needs --out; use --quick for the small grid)")
     p.add_argument("--window-phases", default=None, metavar="LIST",
                    help="non-training phases inside each run's measured window: comma-separated from "
                         "'evaluation,checkpoint' (the default), or 'none'")
@@ -38,7 +61,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from dvfslab.hw.base import DvfsError
-    from dvfslab.sweep.simulate import make_plan, simulate_dataset
+    from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 
     phases = None
     if args.window_phases is not None:
@@ -50,12 +73,47 @@ def run(args) -> int:
         print(explain_text(args.explain, board=args.board, seed=args.seed,
                            window_phases=DEFAULT_WINDOW_PHASES if phases is None else phases))
         return 0
+    if args.workload:
+        return _workload(args)
+    if args.print_spec or args.json:
+        raise DvfsError("simulate: --print-spec and --json go with --workload SPEC.json|model/task")
     if not args.out:
-        raise DvfsError("simulate: --out DIR is required (or --explain WORKLOAD)")
-    plan = make_plan(board=args.board, seed=args.seed, quick=args.quick, models=args.models,
+        raise DvfsError("simulate: --out DIR is required (or --explain WORKLOAD, or --workload SPEC)")
+    plan = simulation_plan(board=args.board, seed=args.seed, quick=args.quick, models=args.models,
                      steps=args.steps, reps=args.reps, window_phases=phases)
+    if args.ensemble is not None:
+        import time
+
+        from dvfslab.pipeline.ensemble import run_ensemble
+
+        t0 = time.perf_counter()
+        doc = run_ensemble(args.ensemble, plan, args.out, progress=not args.no_progress)
+        print(f"wrote {args.out}/ensemble.json: {doc['n_members']} parameter sets on the "
+              f"{'quick' if plan.quick else 'chosen'} grid ({len(plan.workloads())} workloads; SIMULATED) "
+              f"in {time.perf_counter() - t0:.0f} s")
+        return 0
     ds = simulate_dataset(args.out, plan, progress=not args.no_progress, work_dir=args.work)
     print(f"wrote {args.out}: {len(ds.workloads)} workloads, {len(ds.runs)} runs, "
           f"{0 if ds.steps is None else len(ds.steps)} step rows "
           f"(SIMULATED on {ds.meta['device']['board']}, seed {args.seed})")
+    return 0
+
+
+def _workload(args) -> int:
+    import json
+    import os
+
+    from dvfslab.sim.model import get_profile
+    from dvfslab.sim.spec import catalog_spec, evaluate, evaluation_text, load_spec
+
+    profile = get_profile(args.board)
+    is_file = args.workload.endswith(".json") or os.path.exists(args.workload)
+    spec = load_spec(args.workload) if is_file else catalog_spec(args.workload, profile, seed=args.seed)
+    if args.print_spec:
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(spec), indent=1))
+        return 0
+    result = evaluate(spec, args.power_mode, profile)
+    print(json.dumps(result, indent=1) if args.json else evaluation_text(result))
     return 0

@@ -1,11 +1,18 @@
 """The digital twin of the Jetson: a simulated board on a virtual clock. Everything it yields is
 simulated, not measured.
 
-* :mod:`dvfslab.sim.profiles` — board profiles: every parameter (sources in docs/calibration.md);
+* :mod:`dvfslab.sim.profiles` — board profiles: every parameter (sources in docs/calibration.md),
+  the AGX Orin's power modes from a real nvpmodel dump and its fitted parameters from the
+  checked-in calibration file;
+* :mod:`dvfslab.sim.readings` — the real rail readings (quoted lines) the twin is fitted to and
+  checked against, with their stated uncertainty;
+* :mod:`dvfslab.sim.calibration` — the weighted least-squares fit (``dvfslab calibrate``), the
+  assumed parameters' ranges and the ensemble's parameter draws;
+* :mod:`dvfslab.sim.spec` — one workload by its totals in any power mode (``simulate --workload``);
 * :mod:`dvfslab.sim.model` — physics: step time, memory clock, rail power (pure functions);
 * :mod:`dvfslab.sim.phases` — evaluation and checkpoints inside a run's measured window;
 * :mod:`dvfslab.sim.explain` — energy per step by term (``dvfslab simulate --explain``);
-* :mod:`dvfslab.sim.validation` — real readings the twin is checked against (none set a parameter);
+* :mod:`dvfslab.sim.validation` — the twin against the validation readings, leave-one-out;
 * :mod:`dvfslab.sim.board` — :class:`SimBoard`, which steps a profile through training and idle
   on a :class:`~dvfslab.sim.clock.VirtualClock` with a :class:`~dvfslab.sim.thermal.ThermalModel`
   and the emulated ``nvhost_podgov`` (:mod:`dvfslab.sim.podgov`);

@@ -127,7 +127,7 @@ def open_backend(board: str = "agx-orin-64gb", seed: int = 0, *, power_mode: int
     p = b.profile
     description = {
         "board": p.display_name, "profile": p.name, "board_id": board_id or f"sim-{p.name}-s{b.seed}", "gpu": p.gpu, "simulated": True, "seed": b.seed,
-        "calibrated": p.calibrated, "power_mode": f"{b.mode.mode_id} ({b.mode.name})",
+        "calibrated": p.calibrated, "power_mode": f"{b.mode.id} ({b.mode.name})",
         "governor": "nvhost_podgov (emulated)", "levels_mhz": list(p.levels_mhz), "rails": list(p.rails),
         "total_rails": list(p.total_rails),
         "note": "digital twin: every reading is simulated, not measured (see docs/calibration.md)",

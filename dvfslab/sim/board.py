@@ -144,7 +144,7 @@ class SimBoard:
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.seed = int(seed)
         self.mode = self.profile.power_mode(power_mode)
-        self.governor = PodGovernor(self.profile.levels_mhz, self.mode.gpu_max_mhz)
+        self.governor = PodGovernor(self.profile.levels_mhz, self.profile.gpu_cap_mhz(self.mode))
         self.clock = VirtualClock(float(t0_s))
         self.thermal = ThermalModel.from_profile(self.profile)
         self._next_poll = next_multiple(self.clock.t_s, self.governor.poll_s)
@@ -170,10 +170,11 @@ class SimBoard:
     def lock(self, freq_mhz: float) -> float:
         """Pin the GPU to a level (MHz); :class:`FrequencyCappedError` above the mode's cap."""
         level = check_level(freq_mhz, self.profile.levels_mhz)
-        if level > self.mode.gpu_max_mhz + 0.5:
+        cap = self.profile.gpu_cap_mhz(self.mode)
+        if level > cap + 0.5:
             raise FrequencyCappedError(
-                f"{level:g} MHz is above the {self.mode.gpu_max_mhz:g} MHz cap of power mode "
-                f"{self.mode.mode_id} ({self.mode.name}) of the simulated {self.profile.name}; "
+                f"{level:g} MHz is above the {cap:g} MHz cap of power mode "
+                f"{self.mode.id} ({self.mode.name}) of the simulated {self.profile.name}; "
                 "open the backend with power_mode=0 (MAXN) to reach it")
         self._locked = self._freq = level
         self._set_idle_state()

@@ -24,8 +24,7 @@ def decompose(workload_id: str, *, board: str | BoardProfile = "agx-orin-64gb", 
               window_phases=DEFAULT_WINDOW_PHASES, seed: int = 0) -> list[dict]:
     """Per level: step time, utilization and energy per step by term (J); see the module doc."""
     profile = get_profile(board) if isinstance(board, str) else board
-    model, _, task = workload_id.partition("/")
-    wl = SimWorkload.from_catalog(model, task, window_phases=tuple(window_phases))
+    wl = SimWorkload.from_workload_id(workload_id, window_phases=tuple(window_phases))
     levels = list(levels) if levels is not None else [f for f in profile.levels_mhz[::2]] + [profile.fmax_mhz]
     levels = sorted(set(levels))
     rng = np.random.default_rng(np.random.SeedSequence(stable_seed(seed, wl.workload_id, "data")))

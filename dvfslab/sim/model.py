@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.sim.profiles import (  # noqa: F401  (re-exported: the twin's historical import path)
     AGX_ORIN_64GB,
     AGX_XAVIER,
@@ -60,8 +61,8 @@ def emc_mhz(profile: BoardProfile, freq_mhz, *, mode: PowerMode | None = None) -
     levels = np.asarray(profile.emc_levels_mhz, dtype=float)
     want = np.maximum(levels[-1] * np.asarray(freq_mhz, dtype=float) / profile.fmax_mhz, profile.emc_idle_mhz)
     out = levels[np.minimum(np.searchsorted(levels, want - 1e-9), levels.size - 1)]
-    if mode is not None and mode.emc_max_mhz:
-        out = np.minimum(out, mode.emc_max_mhz)
+    if mode is not None:
+        out = np.minimum(out, profile.emc_cap_mhz(mode))
     return out
 
 
@@ -93,17 +94,19 @@ def gpu_rail_w(profile: BoardProfile, freq_mhz, activity, bytes_per_s=0.0, **kwa
     return sum(gpu_rail_parts_w(profile, freq_mhz, activity, bytes_per_s, **kwargs).values())
 
 
-def cpu_rail_w(profile: BoardProfile, busy_cores, *, clusters=0.0, cpu_clock_ratio: float = 1.0) -> np.ndarray:
-    """Power of the CPU rail (W): idle, clusters clocked up, busy cores (∝ f·V² ≈ f²)."""
-    return (profile.cpu_idle_w + profile.cpu_cluster_w * np.asarray(clusters, dtype=float)
-            + profile.cpu_core_w_at_max * cpu_clock_ratio**2 * np.asarray(busy_cores, dtype=float))
+def cpu_rail_w(profile: BoardProfile, busy_cores, *, clusters=0.0, cpu_clock_ratio=1.0) -> np.ndarray:
+    """Power of the CPU rail (W): idle, plus clusters clocked up and busy cores at ``cpu_clock_ratio``
+    of the top CPU clock, both ∝ ratio^cpu_power_exp (f·V²)."""
+    scale = np.asarray(cpu_clock_ratio, dtype=float) ** profile.cpu_power_exp
+    return profile.cpu_idle_w + scale * (profile.cpu_cluster_w * np.asarray(clusters, dtype=float)
+                                         + profile.cpu_core_w_at_max * np.asarray(busy_cores, dtype=float))
 
 
 def stress_test_gpu_rail_w(profile: BoardProfile, mode: int | str) -> float:
     """GPU-rail power of a GPU stress test (activity 1) in a power mode: the calibration check."""
     pm = profile.power_mode(mode)
-    return float(gpu_rail_w(profile, pm.gpu_max_mhz, 1.0, tpc_fraction=pm.tpc_fraction,
-                            emc=emc_mhz(profile, pm.gpu_max_mhz, mode=pm)))
+    f = profile.gpu_cap_mhz(pm)
+    return float(gpu_rail_w(profile, f, 1.0, tpc_fraction=profile.tpc_fraction(pm), emc=emc_mhz(profile, f, mode=pm)))
 
 
 def idle_power_w(profile: BoardProfile, freq_mhz: float, *, mode: PowerMode | None = None) -> tuple[float, float]:
@@ -180,6 +183,15 @@ class SimWorkload:
 
         return cls.from_row(workload_row(model, task, **kwargs), window_phases=window_phases)
 
+    @classmethod
+    def from_workload_id(cls, workload_id: str, **kwargs) -> SimWorkload:
+        """A catalog workload named ``model/task`` (e.g. ``bert-base/rte``)."""
+        model, sep, task = str(workload_id).partition("/")
+        if not sep or not model or not task:
+            raise DvfsError(f"workload {workload_id!r}: name a catalog workload as model/task "
+                            f"(e.g. {model or 'bert-base'}/rte)")
+        return cls.from_catalog(model, task, **kwargs)
+
     def padded_lengths(self, rng: np.random.Generator, n_steps: int) -> np.ndarray:
         """Padded sequence length of each step's batch (dynamic padding: the batch's longest).
 
@@ -234,30 +246,37 @@ def _efficiency(dim, rows, profile: BoardProfile):
     return dim / (dim + profile.gemm_half_dim) * rows / (rows + profile.gemm_half_rows)
 
 
-def _gpu_work(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, *, forward_only: bool):
-    """GPU seconds (matmul + attention, memory, kernel floors) and bytes of one batch."""
+def batch_work(profile: BoardProfile, wl: SimWorkload, s, *, forward_only: bool = False):
+    """The clock-independent GPU work of batches of padded length ``s``: ``(flops, anchor_flops,
+    bytes, kernels)``. ``anchor_flops`` is the FLOPs divided by the matmuls' size efficiency: the
+    work at the anchor GEMM rate (matmuls and attention have different shapes)."""
     L, d, h, B = wl.n_layers, wl.hidden_size, wl.n_heads, wl.batch_size
     share = 1.0 / 3.0 if forward_only else 1.0  # forward = 2 of the 6 FLOP per parameter and token
     tokens = B * s
-    clock = f / profile.fmax_mhz * mode.tpc_fraction
-    rate = profile.gemm_flops_at_fmax * clock
-    t_mm = share * 6.0 * wl.matmul_params * tokens / (rate * _efficiency(d, tokens, profile))
-    t_mm = t_mm + share * 12.0 * L * tokens * s * d / (rate * _efficiency(d / h, B * h * s, profile))
+    mm = share * 6.0 * wl.matmul_params * tokens
+    att = share * 12.0 * L * tokens * s * d
+    anchor = mm / _efficiency(d, tokens, profile) + att / _efficiency(d / h, B * h * s, profile)
     elem = (ELEMENTWISE_D * d + ELEMENTWISE_FF * wl.ffn_size + ELEMENTWISE_ATT * h * s) * 4.0 * L * tokens
     nbytes = share * elem + (0.0 if forward_only else OPTIMIZER_BYTES_PER_PARAM * wl.params_total)
+    kernels = (KERNELS_PER_LAYER * L + KERNELS_FIXED) * (FORWARD_OPS_SHARE if forward_only else 1.0)
+    return mm + att, anchor, nbytes, kernels
+
+
+def _gpu_times(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode):
+    """GPU seconds of matmuls, memory traffic and kernel floors at clocks ``f``, and the EMC level."""
+    clock = f / profile.fmax_mhz * profile.tpc_fraction(mode)
+    t_mm = anchor_flops / (profile.gemm_flops_at_fmax * clock)
     emc = emc_mhz(profile, f, mode=mode)
     bw = profile.dram_bw_gbs * 1e9 * np.minimum(np.minimum(1.0, f / profile.bw_sat_mhz),
                                                 emc / profile.emc_levels_mhz[-1])
-    t_mem = nbytes / bw
-    kernels = (KERNELS_PER_LAYER * L + KERNELS_FIXED) * (FORWARD_OPS_SHARE if forward_only else 1.0)
     t_kern = kernels * profile.kernel_min_us_at_fmax * 1e-6 / clock
-    return t_mm, t_mem, t_kern, nbytes, emc
+    return t_mm, nbytes / bw, t_kern, emc
 
 
-def _rows(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, t_serial, t_ops, *, forward_only: bool,
-          gpu_scale, power_scale, cpu_ratio: float, phase: str) -> StepTable:
-    """Time, utilization and rail power of batches of padded length ``s`` (n, 1) at clocks ``f`` (1, k)."""
-    t_mm, t_mem, t_kern, nbytes, emc = _gpu_work(profile, wl, s, f, mode, forward_only=forward_only)
+def work_rows(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode, t_serial, t_ops, *,
+              gpu_scale=1.0, power_scale=1.0, cpu_ratio: float = 1.0, phase: str = "train") -> StepTable:
+    """Time, utilization and rail power of batches of the given work (n, 1) at clocks ``f`` (1, k)."""
+    t_mm, t_mem, t_kern, emc = _gpu_times(profile, anchor_flops, nbytes, kernels, f, mode)
     t_gpu = (t_mm + t_mem + t_kern) * gpu_scale
     activity_busy = (profile.activity_matmul * t_mm + profile.activity_memory * t_mem
                      + profile.activity_kernel_overhead * t_kern) * gpu_scale / t_gpu
@@ -265,12 +284,12 @@ def _rows(profile: BoardProfile, wl: SimWorkload, s, f, mode: PowerMode, t_seria
     time_s = t_serial + (t_ops**p + t_gpu**p) ** (1.0 / p)
     util = t_gpu / time_s
     bytes_per_s = nbytes / time_s
-    parts = gpu_rail_parts_w(profile, f, activity_busy * util, bytes_per_s, tpc_fraction=mode.tpc_fraction,
+    parts = gpu_rail_parts_w(profile, f, activity_busy * util, bytes_per_s, tpc_fraction=profile.tpc_fraction(mode),
                              power_scale=power_scale, emc=emc)
     shape = time_s.shape
     parts = {k: np.broadcast_to(v, shape).astype(float) for k, v in parts.items()}
-    cpu_w = cpu_rail_w(profile, profile.cpu_busy_cores_training, clusters=profile.cpu_clusters_training,
-                       cpu_clock_ratio=1.0 / cpu_ratio)
+    cpu_w = cpu_rail_w(profile, min(profile.cpu_busy_cores_training, profile.cpu_online(mode)),
+                       clusters=profile.cpu_clusters_training, cpu_clock_ratio=1.0 / cpu_ratio)
     dram_w = profile.dram_pj_per_byte * 1e-12 * bytes_per_s
     return StepTable(f.ravel(), time_s, t_gpu * np.ones(shape), util, sum(parts.values()),
                      np.broadcast_to(cpu_w, shape).astype(float), np.broadcast_to(dram_w, shape).astype(float),
@@ -288,11 +307,12 @@ def step_table(profile: BoardProfile, wl: SimWorkload, seq_len, freq_mhz, *, mod
     mode = mode or profile.power_modes[0]
     s = np.asarray(seq_len, dtype=float)[:, None]
     f = np.atleast_1d(np.asarray(freq_mhz, dtype=float))[None, :]
-    cpu_ratio = profile.power_modes[0].cpu_max_mhz / mode.cpu_max_mhz
+    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
     cpu_scale = np.asarray(cpu_scale, dtype=float).reshape(-1, 1) * cpu_ratio
     t_ops = ops_of(profile, wl) * profile.cpu_op_us * 1e-6 * cpu_scale
     t_serial = profile.cpu_step_serial_ms * 1e-3 * cpu_scale
     if first_step:
         t_serial = t_serial + np.where(np.arange(s.shape[0])[:, None] == 0, profile.first_step_extra_s, 0.0)
-    return _rows(profile, wl, s, f, mode, t_serial, t_ops, forward_only=False, gpu_scale=gpu_scale,
-                 power_scale=power_scale, cpu_ratio=cpu_ratio, phase="train")
+    _flops, anchor, nbytes, kernels = batch_work(profile, wl, s)
+    return work_rows(profile, anchor, nbytes, kernels, f, mode, t_serial, t_ops, gpu_scale=gpu_scale,
+                     power_scale=power_scale, cpu_ratio=cpu_ratio, phase="train")

@@ -27,11 +27,12 @@ from dvfslab.sim.model import (
     PowerMode,
     SimWorkload,
     StepTable,
-    _rows,
+    batch_work,
     cpu_rail_w,
     emc_mhz,
     gpu_rail_parts_w,
     ops_of,
+    work_rows,
 )
 
 PHASES = ("evaluation", "checkpoint")
@@ -65,7 +66,7 @@ def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.ra
                 power_scale: float = 1.0) -> StepTable | None:
     """Rows of the workload's window phases after ``n_steps`` training steps (None: no phase)."""
     f = np.atleast_1d(np.asarray(freq_mhz, dtype=float))[None, :]
-    cpu_ratio = profile.power_modes[0].cpu_max_mhz / mode.cpu_max_mhz
+    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
     scale = float(cpu_scale) * cpu_ratio
     tables = []
     if "evaluation" in wl.window_phases:
@@ -73,9 +74,10 @@ def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.ra
         if n_batches:
             s = wl.padded_lengths(rng, n_batches)[:, None]
             t_ops = FORWARD_OPS_SHARE * ops_of(profile, wl, optimizer=False) * profile.cpu_op_us * 1e-6 * scale
-            tables.append(_rows(profile, wl, s, f, mode, EVAL_SERIAL_MS * 1e-3 * scale, t_ops, forward_only=True,
-                                gpu_scale=gpu_scale, power_scale=power_scale, cpu_ratio=cpu_ratio,
-                                phase="evaluation"))
+            _flops, anchor, nbytes, kernels = batch_work(profile, wl, s, forward_only=True)
+            tables.append(work_rows(profile, anchor, nbytes, kernels, f, mode, EVAL_SERIAL_MS * 1e-3 * scale, t_ops,
+                                    gpu_scale=gpu_scale, power_scale=power_scale, cpu_ratio=cpu_ratio,
+                                    phase="evaluation"))
     if "checkpoint" in wl.window_phases and checkpoint_s(profile, wl, n_steps) > 0:
         tables.append(_checkpoint_row(profile, wl, n_steps, f, mode, cpu_ratio, power_scale))
     if not tables:
@@ -90,7 +92,7 @@ def _checkpoint_row(profile: BoardProfile, wl: SimWorkload, n_steps: int, f, mod
                     power_scale: float) -> StepTable:
     """One row: the GPU idle at its clock, one CPU core serializing and writing."""
     shape = f.shape
-    parts = gpu_rail_parts_w(profile, f, 0.0, 0.0, tpc_fraction=mode.tpc_fraction, power_scale=power_scale,
+    parts = gpu_rail_parts_w(profile, f, 0.0, 0.0, tpc_fraction=profile.tpc_fraction(mode), power_scale=power_scale,
                              emc=emc_mhz(profile, f, mode=mode))
     parts = {k: np.broadcast_to(v, shape).astype(float) for k, v in parts.items()}
     cpu_w = cpu_rail_w(profile, 1.0, clusters=1.0, cpu_clock_ratio=1.0 / cpu_ratio)

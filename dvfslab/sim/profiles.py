@@ -1,29 +1,32 @@
 """Board profiles of the digital twin: every number the physics (:mod:`dvfslab.sim.model`) uses.
 
 Each parameter of the calibrated profile ``agx-orin-64gb`` has its source in
-``docs/calibration.md`` (section 2); the readings used to *check* the twin
-(:mod:`dvfslab.sim.validation`) were not used to set any of them. ``agx-xavier`` is an
-uncalibrated profile for exercising the pipeline on a 14-level table.
+``docs/calibration.md`` (section 2). Its *fitted* parameters (:data:`ORIN_FITTED`) are not typed
+in here: they are read from ``data/agx_orin_64gb_calibration.json``, which ``dvfslab calibrate``
+(:mod:`dvfslab.sim.calibration`) writes from the fit readings (:mod:`dvfslab.sim.readings`);
+the rest are anchors and stated assumptions, whose plausible ranges the calibration module
+lists. The four power modes are the real ``nvpmodel -p --verbose`` dump in ``data/`` read by
+nvpmodel's own parser (:func:`dvfslab.hw.jetson.nvpmodel.parse_power_modes`). ``agx-xavier`` is
+an uncalibrated profile for exercising the pipeline on a 14-level table.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dvfslab.core.errors import DvfsError
+from dvfslab.hw.jetson.nvpmodel import PowerMode, parse_power_modes
 
-
-@dataclass(frozen=True)
-class PowerMode:
-    """An nvpmodel mode: GPU cap, fraction of GPU TPCs powered, CPU clock cap, EMC cap (0: none)."""
-
-    mode_id: int
-    name: str
-    gpu_max_mhz: float
-    tpc_fraction: float
-    cpu_max_mhz: float
-    emc_max_mhz: float = 0.0
+DATA_DIR = Path(__file__).parent / "data"
+ORIN_NVPMODEL_DUMP = DATA_DIR / "agx_orin_64gb_nvpmodel_p_verbose.txt"
+ORIN_CALIBRATION = DATA_DIR / "agx_orin_64gb_calibration.json"
+#: the AGX Orin parameters set by the fit (rail names: the idle watts of that rail)
+ORIN_FITTED = ("soc_idle_w", "cpu_idle_w", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO", "cpu_cluster_w", "cpu_core_w_at_max",
+               "cpu_power_exp", "gpu_clock_w_at_fmax", "gpu_dyn_w_at_fmax", "v_slope_per_mhz")
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,11 @@ class BoardProfile:
     cpu_rail: str
     other_rails_w: Mapping[str, float]  # rails read but not in the CPU+GPU total: watts at idle
     dram_rail: str | None  # the rail (among other_rails_w) that also carries DRAM traffic power
-    power_modes: tuple[PowerMode, ...]
+    power_modes: tuple[PowerMode, ...]  # the first one is the default of a board the twin opens (MAXN)
     calibrated: bool
+    n_tpc: int  # GPU TPCs (a mode's TPC power-gating mask switches some off)
+    n_cpu: int  # CPU cores (in clusters of four)
+    cpu_fmax_mhz: float  # the CPU clusters' top clock (a mode without a CPU cap runs up to it)
     # compute and memory
     gemm_flops_at_fmax: float  # sustained fp32 GEMM, FLOP/s, at the top level
     gemm_half_dim: float  # inner dimension at which a matmul reaches half that rate
@@ -77,7 +83,8 @@ class BoardProfile:
     # CPU rail
     cpu_idle_w: float
     cpu_cluster_w: float  # per CPU cluster clocked up (L3, cluster logic)
-    cpu_core_w_at_max: float  # per fully busy core at the mode's top CPU clock
+    cpu_core_w_at_max: float  # per fully busy core at cpu_fmax_mhz
+    cpu_power_exp: float  # a core's and a cluster's power scale as (f/cpu_fmax)^cpu_power_exp (f·V²)
     cpu_busy_cores_training: float
     cpu_clusters_training: float
     # non-training phases inside the measured window (amortized per run)
@@ -111,43 +118,98 @@ class BoardProfile:
     def total_rails(self) -> tuple[str, str]:
         return (self.gpu_rail, self.cpu_rail)
 
-    def power_mode(self, mode: int | str) -> PowerMode:
+    def power_mode(self, mode: int | str | PowerMode) -> PowerMode:
+        """A mode by id or name (``2``, ``"2"``, ``"MODE_30W"``, ``"30W"``, ``"maxn"``)."""
+        if isinstance(mode, PowerMode):
+            return mode
+        key = str(mode).strip().upper()
         for pm in self.power_modes:
-            if mode in (pm.mode_id, pm.name, str(pm.mode_id)):
+            if key in (str(pm.id), pm.name.upper(), pm.name.upper().removeprefix("MODE_")):
                 return pm
-        names = ", ".join(f"{pm.mode_id} ({pm.name})" for pm in self.power_modes)
+        names = ", ".join(f"{pm.id} ({pm.name})" for pm in self.power_modes)
         raise DvfsError(f"board {self.name}: unknown power mode {mode!r}; modes: {names}")
+
+    def gpu_cap_mhz(self, mode: PowerMode) -> float:
+        """The highest GPU level the mode allows."""
+        cap = self.fmax_mhz if mode.gpu_max_mhz is None else min(mode.gpu_max_mhz, self.fmax_mhz)
+        return max(f for f in self.levels_mhz if f <= cap + 0.5)
+
+    def tpc_fraction(self, mode: PowerMode) -> float:
+        return mode.tpc_fraction(self.n_tpc)
+
+    def cpu_max_mhz(self, mode: PowerMode) -> float:
+        return self.cpu_fmax_mhz if mode.cpu_max_mhz is None else min(mode.cpu_max_mhz, self.cpu_fmax_mhz)
+
+    def cpu_online(self, mode: PowerMode) -> int:
+        return self.n_cpu if mode.cpu_online is None else mode.cpu_online
+
+    def emc_cap_mhz(self, mode: PowerMode) -> float:
+        return self.emc_levels_mhz[-1] if mode.emc_max_mhz is None else mode.emc_max_mhz
+
+
+def with_params(profile: BoardProfile, params: Mapping[str, float]) -> BoardProfile:
+    """``profile`` with some parameters replaced; a rail name sets that rail's idle watts."""
+    rails = {k: float(v) for k, v in params.items() if k in profile.other_rails_w}
+    unknown = set(params) - set(rails) - {f.name for f in dataclasses.fields(profile)}
+    if unknown:
+        raise DvfsError(f"board {profile.name}: no parameter(s) {sorted(unknown)}")
+    fields = {k: float(v) for k, v in params.items() if k not in rails}
+    return dataclasses.replace(profile, **fields, other_rails_w={**profile.other_rails_w, **rails})
 
 
 from dvfslab.core.boards import ORIN_LEVELS_MHZ, XAVIER_LEVELS_MHZ  # noqa: E402  (one board table)
 
-# Sources of every number: docs/calibration.md, section 2 (same order).
-AGX_ORIN_64GB = BoardProfile(
-    name="agx-orin-64gb", display_name="Jetson AGX Orin 64GB (simulated)", gpu="ga10b",
-    levels_mhz=ORIN_LEVELS_MHZ, gpu_rail="VDD_GPU_SOC", cpu_rail="VDD_CPU_CV",
-    other_rails_w={"VIN_SYS_5V0": 4.03, "VDDQ_VDD2_1V8AO": 0.30}, dram_rail="VDDQ_VDD2_1V8AO",
-    power_modes=(PowerMode(0, "MAXN", 1300.5, 1.0, 2201.6), PowerMode(1, "MODE_15W", 408.0, 0.375, 1113.6, 2133.0),
-                 PowerMode(2, "MODE_30W", 612.0, 0.5, 1728.0), PowerMode(3, "MODE_50W", 816.0, 1.0, 1497.6)),
-    calibrated=True,
-    gemm_flops_at_fmax=2.09e12, gemm_half_dim=128.0, gemm_half_rows=128.0, dram_bw_gbs=185.2,
-    bw_sat_mhz=612.0, kernel_min_us_at_fmax=4.0,
-    emc_levels_mhz=(204.0, 665.6, 2133.0, 3199.0), emc_idle_mhz=2133.0, emc_w_per_ghz=0.56,
-    cpu_op_us=43.2, ops_per_layer_encoder=184.0, ops_per_layer_decoder=151.0, ops_fixed=72.0,
-    ops_per_tensor_optimizer=2.4, cpu_step_serial_ms=25.0, overlap_p=4.0, first_step_extra_s=0.3,
-    v_max=1.0, v_min=0.60, v_slope_per_mhz=3.802e-4,
-    soc_idle_w=2.40, gpu_leak_w_at_vmax=1.2, gpu_clock_w_at_fmax=0.74, gpu_dyn_w_at_fmax=35.06,
-    activity_matmul=0.85, activity_memory=0.45, activity_kernel_overhead=0.30,
-    soc_pj_per_byte=16.0, dram_pj_per_byte=16.0,
-    cpu_idle_w=0.40, cpu_cluster_w=0.20, cpu_core_w_at_max=1.80, cpu_busy_cores_training=1.3,
-    cpu_clusters_training=1.0, storage_write_mb_s=200.0, checkpoint_bytes_per_param=12.0,
-)
+
+def orin_power_modes() -> tuple[PowerMode, ...]:
+    """The AGX Orin 64GB's modes, MAXN first: the real nvpmodel dump read by nvpmodel's parser."""
+    modes = parse_power_modes(ORIN_NVPMODEL_DUMP.read_text(), source=ORIN_NVPMODEL_DUMP.name)
+    return tuple(sorted(modes.values(), key=lambda m: (not m.is_maxn, m.id)))
+
+
+def agx_orin_64gb(fitted: Mapping[str, float]) -> BoardProfile:
+    """The AGX Orin 64GB profile with the fitted parameters ``fitted`` (:data:`ORIN_FITTED`).
+
+    Sources of every other number: docs/calibration.md, section 2 (same order).
+    """
+    missing = [k for k in ORIN_FITTED if k not in fitted]
+    if missing:
+        raise DvfsError(f"agx-orin-64gb: the calibration lacks {missing}; run `dvfslab calibrate`")
+    rails = {r: float(fitted[r]) for r in ("VIN_SYS_5V0", "VDDQ_VDD2_1V8AO")}
+    return BoardProfile(
+        name="agx-orin-64gb", display_name="Jetson AGX Orin 64GB (simulated)", gpu="ga10b",
+        levels_mhz=ORIN_LEVELS_MHZ, gpu_rail="VDD_GPU_SOC", cpu_rail="VDD_CPU_CV", other_rails_w=rails,
+        dram_rail="VDDQ_VDD2_1V8AO", power_modes=orin_power_modes(), calibrated=True, n_tpc=8, n_cpu=12,
+        cpu_fmax_mhz=2201.6,
+        gemm_flops_at_fmax=2.09e12, gemm_half_dim=128.0, gemm_half_rows=128.0, dram_bw_gbs=185.2,
+        bw_sat_mhz=612.0, kernel_min_us_at_fmax=4.0,
+        emc_levels_mhz=(204.0, 665.6, 2133.0, 3199.0), emc_idle_mhz=2133.0, emc_w_per_ghz=0.56,
+        cpu_op_us=43.2, ops_per_layer_encoder=184.0, ops_per_layer_decoder=151.0, ops_fixed=72.0,
+        ops_per_tensor_optimizer=2.4, cpu_step_serial_ms=25.0, overlap_p=4.0, first_step_extra_s=0.3,
+        v_max=1.0, v_min=0.60, gpu_leak_w_at_vmax=1.2,
+        activity_matmul=0.85, activity_memory=0.45, activity_kernel_overhead=0.30,
+        soc_pj_per_byte=16.0, dram_pj_per_byte=16.0,
+        cpu_busy_cores_training=1.3, cpu_clusters_training=1.0, storage_write_mb_s=200.0,
+        checkpoint_bytes_per_param=12.0,
+        **{k: float(fitted[k]) for k in ORIN_FITTED if k not in rails},
+    )
+
+
+def read_calibration(path: Path = ORIN_CALIBRATION) -> dict:
+    """The checked-in calibration file (``dvfslab calibrate`` writes it)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise DvfsError(f"{path}: cannot read the twin's calibration ({err}); run `dvfslab calibrate`") from err
+
+
+AGX_ORIN_64GB = agx_orin_64gb(read_calibration()["parameters"])
 
 AGX_XAVIER = BoardProfile(
     name="agx-xavier", display_name="Jetson AGX Xavier (simulated, uncalibrated)", gpu="gv11b",
     levels_mhz=XAVIER_LEVELS_MHZ, gpu_rail="GPU", cpu_rail="CPU",
     other_rails_w={"SOC": 2.5, "CV": 0.4, "VDDRQ": 0.8, "SYS5V": 3.5}, dram_rail="VDDRQ",
-    power_modes=(PowerMode(0, "MAXN", 1377.0, 1.0, 2265.6), PowerMode(3, "MODE_30W_ALL", 1032.75, 1.0, 1200.0)),
-    calibrated=False,
+    power_modes=(PowerMode(0, "MAXN", tpc_pg_mask=0), PowerMode(3, "MODE_30W_ALL", 1032.75, cpu_max_mhz=1200.0)),
+    calibrated=False, n_tpc=4, n_cpu=8, cpu_fmax_mhz=2265.6,
     gemm_flops_at_fmax=0.56e12, gemm_half_dim=128.0, gemm_half_rows=128.0, dram_bw_gbs=105.0,
     bw_sat_mhz=675.75, kernel_min_us_at_fmax=5.0,
     emc_levels_mhz=(204.0, 665.6, 1600.0, 2133.0), emc_idle_mhz=1600.0, emc_w_per_ghz=0.0,
@@ -157,7 +219,7 @@ AGX_XAVIER = BoardProfile(
     soc_idle_w=0.4, gpu_leak_w_at_vmax=1.2, gpu_clock_w_at_fmax=0.8, gpu_dyn_w_at_fmax=16.0,
     activity_matmul=0.85, activity_memory=0.45, activity_kernel_overhead=0.30,
     soc_pj_per_byte=0.0, dram_pj_per_byte=20.0,
-    cpu_idle_w=0.8, cpu_cluster_w=0.0, cpu_core_w_at_max=1.0, cpu_busy_cores_training=1.3,
+    cpu_idle_w=0.8, cpu_cluster_w=0.0, cpu_core_w_at_max=1.0, cpu_power_exp=2.0, cpu_busy_cores_training=1.3,
     cpu_clusters_training=0.0, storage_write_mb_s=200.0, checkpoint_bytes_per_param=12.0,
     extra={"note": "illustrative profile for exercising the pipeline on a 14-level table; not calibrated"},
 )

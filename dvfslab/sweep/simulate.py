@@ -50,10 +50,10 @@ from dvfslab.data.contract import RUN_COLUMNS, Dataset, write_dataset
 from dvfslab.hw.base import DvfsError
 from dvfslab.sim.backend import open_backend
 from dvfslab.sim.board import SimBoard
-from dvfslab.sim.model import get_profile
+from dvfslab.sim.model import BoardProfile, get_profile
 from dvfslab.sim.phases import DEFAULT_WINDOW_PHASES, check_phases
 
-TWIN_VERSION = 3  # 2: generated through the sweep, energy read by the PowerSampler; 3: issue #16 physics
+TWIN_VERSION = 4  # 2: through the sweep, energy read by the PowerSampler; 3: issue #16 physics; 4: fitted (#24)
 BOARD_ENERGY_COLUMN = "energy_board_j"  # all four rails (runs.csv extra column; the paper's total is CPU+GPU)
 VIRTUAL_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 QUICK_MODELS = ("bert-small", "bert-base", "pythia-70m", "pythia-410m")
@@ -113,7 +113,7 @@ class SimulationPlan:
                           warmup_steps=self.warmup_steps)
 
 
-def make_plan(*, board: str = "agx-orin-64gb", seed: int = 0, quick: bool = False,
+def simulation_plan(*, board: str = "agx-orin-64gb", seed: int = 0, quick: bool = False,
               models: str | tuple[str, ...] | list[str] | None = None, steps: int | None = None,
               reps: int | None = None, window_phases: tuple[str, ...] | None = None) -> SimulationPlan:
     """The plan for a board and seed; ``quick`` is a small grid (4 models × 4 tasks, 2 reps, 40 steps).
@@ -145,19 +145,22 @@ def _timestamp(t_s: float) -> str:
     return (VIRTUAL_EPOCH + timedelta(seconds=round(t_s))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def generate(plan: SimulationPlan, *, progress: bool = True, work_dir: str | os.PathLike | None = None
-             ) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def generate(plan: SimulationPlan, *, progress: bool = True, work_dir: str | os.PathLike | None = None,
+             profile: BoardProfile | None = None) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run the plan as a sweep on a fresh simulated board; return ``(meta, workloads, runs, steps)``.
 
     The sweep directory (``plan.json``, ``runs/<run_id>.json``) goes to ``work_dir`` — kept,
-    and resumed when it already holds this plan — or to a temporary directory.
+    and resumed when it already holds this plan — or to a temporary directory. ``profile``
+    replaces the plan's board profile by another parameter set of it (an ensemble member).
     """
     from dvfslab.sweep.runner import run_sweep
     from dvfslab.sweep.session import Cooldown
     from dvfslab.sweep.store import step_rows_of
     from dvfslab.sweep.twin import SimExecutor
 
-    backend = open_backend(plan.board, plan.seed)
+    if profile is not None and profile.name != plan.board:
+        raise DvfsError(f"simulate: the profile is {profile.name}, the plan's board {plan.board}")
+    backend = open_backend(profile or plan.board, plan.seed)
     workloads = plan.workloads()
     sweep_plan = plan.sweep_plan()
     executor = SimExecutor(tick_s=plan.tick_s, step_rows=plan.step_rows, workloads=workloads,
@@ -196,7 +199,7 @@ def _meta(plan: SimulationPlan, board: SimBoard, executor, cooldown, end_s: floa
         "source": "simulated",
         "note": NOTE,
         "device": {"board": p.display_name, "profile": p.name, "gpu": p.gpu, "jetpack": None,
-                   "power_mode": f"{board.mode.mode_id} ({board.mode.name})", "simulated": True,
+                   "power_mode": f"{board.mode.id} ({board.mode.name})", "simulated": True,
                    "calibrated": p.calibrated, "rails": list(p.rails), "total_rails": list(p.total_rails)},
         "freq_table_mhz": list(p.levels_mhz),
         "baseline": "maxn",
@@ -228,17 +231,19 @@ def _meta(plan: SimulationPlan, board: SimBoard, executor, cooldown, end_s: floa
 
 
 def simulate_dataset(out_dir: str | os.PathLike, plan: SimulationPlan | None = None, *,
-                     progress: bool = True, work_dir: str | os.PathLike | None = None) -> Dataset:
+                     progress: bool = True, work_dir: str | os.PathLike | None = None,
+                     profile: BoardProfile | None = None) -> Dataset:
     """Generate ``plan`` (default: the full paper grid, seed 0) and write it to ``out_dir``.
 
-    ``work_dir``: keep the sweep directory there (see :func:`generate`); default a temporary one.
+    ``work_dir``: keep the sweep directory there (see :func:`generate`); default a temporary one;
+    ``profile``: another parameter set of the plan's board (see :func:`generate`).
     """
     plan = plan or SimulationPlan()
     if work_dir is not None and Path(work_dir).resolve() == Path(out_dir).resolve():
         raise DvfsError(f"simulate: --work {work_dir} must be another directory than --out (it holds the sweep's "
                         "own records, not the dataset)")
     _refuse_measured(out_dir)
-    meta, workloads, runs, steps = generate(plan, progress=progress, work_dir=work_dir)
+    meta, workloads, runs, steps = generate(plan, progress=progress, work_dir=work_dir, profile=profile)
     return write_dataset(out_dir, meta, workloads, runs, steps)
 
 

@@ -10,7 +10,10 @@ Both text forms nvpmodel uses are parsed by :func:`parse_power_modes`: the confi
 (``< POWER_MODEL ID=2 NAME=MODE_30W >`` headers, then ``GPU MAX_FREQ 612000000`` lines) and
 the verbose dump (``NVPM VERB: POWER_MODEL: ID=2 NAME=MODE_30W`` headers, the same lines with
 a ``NVPM VERB:`` prefix). ``-1``, ``0`` (for a max) or a value above the board's top level
-means "no cap".
+means "no cap". Besides the GPU limits a mode block gives the online CPU cores
+(``CPU_ONLINE CORE_4 0``), the CPU clusters' top clock (``CPU_A78_0 MAX_FREQ 1728000``, kHz) and
+the memory-clock cap (``EMC MAX_FREQ 2133000000``, Hz): the simulated board
+(:mod:`dvfslab.sim.profiles`) takes its power modes from this parser too.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ _INT64_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class PowerMode:
-    """One nvpmodel mode. ``gpu_max_mhz=None``: no GPU cap; ``tpc_pg_mask``: GPU TPCs gated off."""
+    """One nvpmodel mode. ``gpu_max_mhz=None``: no GPU cap; ``tpc_pg_mask``: GPU TPCs gated off;
+    ``cpu_online``: CPU cores online (None: not stated); ``cpu_max_mhz`` / ``emc_max_mhz``: the
+    CPU clusters' and the memory clock's caps (None: no cap)."""
 
     id: int | None
     name: str
@@ -42,6 +47,14 @@ class PowerMode:
     gpu_min_mhz: float | None = None
     tpc_pg_mask: int | None = None
     source: str | None = None  # the file the limits came from (None: limits unknown)
+    cpu_online: int | None = None
+    cpu_max_mhz: float | None = None
+    emc_max_mhz: float | None = None
+
+    def tpc_fraction(self, n_tpc: int) -> float:
+        """Share of the GPU's ``n_tpc`` TPCs left powered by ``tpc_pg_mask`` (one bit per gated TPC)."""
+        gated = bin((self.tpc_pg_mask or 0) & ((1 << n_tpc) - 1)).count("1")
+        return (n_tpc - gated) / n_tpc
 
     @property
     def is_maxn(self) -> bool:
@@ -73,12 +86,14 @@ def parse_power_modes(text: str, source: str | None = None) -> dict[int, PowerMo
     """Every ``POWER_MODEL`` block of a ``nvpmodel.conf`` or a ``nvpmodel -p --verbose`` dump."""
     modes: dict[int, PowerMode] = {}
     current: PowerMode | None = None
+    online: dict[str, int] = {}
     for raw in text.splitlines():
         line = _PREFIX.sub("", raw).strip()
         header = _HEADER.search(line)
         if header:
             current = PowerMode(int(header.group(1)), header.group(2), source=source or "nvpmodel")
             modes[current.id] = current
+            online = {}
             continue
         parts = line.split()
         if current is None or len(parts) != 3 or not re.fullmatch(r"-?\d+", parts[2]):
@@ -90,6 +105,15 @@ def parse_power_modes(text: str, source: str | None = None) -> dict[int, PowerMo
             current = replace(current, gpu_min_mhz=_hz_to_mhz(value, is_max=False) or None)
         elif parts[:2] == ["TPC_POWER_GATING", "TPC_PG_MASK"]:
             current = replace(current, tpc_pg_mask=value)
+        elif parts[0] == "CPU_ONLINE":
+            online[parts[1]] = value
+            current = replace(current, cpu_online=sum(1 for v in online.values() if v))
+        elif parts[0].startswith("CPU_") and parts[1] == "MAX_FREQ":  # kHz, one line per cluster
+            cap = _hz_to_mhz(value * 1000, is_max=True) if value < _INT64_MAX else None
+            if cap is not None:
+                current = replace(current, cpu_max_mhz=min(cap, current.cpu_max_mhz or cap))
+        elif parts[:2] == ["EMC", "MAX_FREQ"]:
+            current = replace(current, emc_max_mhz=_hz_to_mhz(value, is_max=True))
         else:
             continue
         modes[current.id] = current

@@ -1,0 +1,260 @@
+"""Calibration as code: the fit readings -> the twin's fitted parameters, with provenance.
+
+:func:`fit` is a weighted least-squares fit (``scipy.optimize.least_squares``): each reading of
+a fit line (:mod:`dvfslab.sim.readings`) contributes the residual ``(twin − reading) / σ``, with
+``σ`` the reading's stated uncertainty, over the parameters in :data:`FIT_BOX` (the
+:data:`~dvfslab.sim.profiles.ORIN_FITTED` ones); every other parameter is an anchor or a
+stated assumption of the profile. :func:`calibration_document` is the checked-in file
+``dvfslab/sim/data/agx_orin_64gb_calibration.json``: the parameters and, for every fit reading,
+its line's SHA-256, the reading, its σ, the twin's value and the residual. ``dvfslab calibrate``
+writes it, ``dvfslab calibrate --check`` recomputes it and fails when it differs.
+
+:data:`ASSUMED_RANGES` gives every parameter the readings do not pin a plausible range with its
+reason; :func:`sample_profile` draws a parameter set consistent with the readings (each fit
+reading perturbed within its σ, then refitted) and with those ranges — one member of
+``dvfslab simulate --ensemble``. :func:`leave_one_out` refits without each fit line in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.sim.profiles import AGX_ORIN_64GB, ORIN_CALIBRATION, BoardProfile, with_params
+from dvfslab.sim.readings import Line, lines, predict_line
+
+#: the fit's search box: parameter -> (start, lower bound, upper bound, unit of the optimizer's variable)
+FIT_BOX: dict[str, tuple[float, float, float, float]] = {
+    "soc_idle_w": (2.4, 0.5, 6.0, 1.0),
+    "cpu_idle_w": (0.4, 0.05, 3.0, 1.0),
+    "VIN_SYS_5V0": (4.0, 1.0, 10.0, 1.0),
+    "VDDQ_VDD2_1V8AO": (0.3, 0.05, 2.0, 1.0),
+    "cpu_cluster_w": (0.2, 0.0, 2.0, 1.0),
+    "cpu_core_w_at_max": (1.5, 0.1, 5.0, 1.0),
+    "cpu_power_exp": (2.0, 1.0, 4.0, 1.0),
+    "gpu_clock_w_at_fmax": (0.7, 0.0, 5.0, 1.0),
+    "gpu_dyn_w_at_fmax": (35.0, 5.0, 80.0, 1.0),
+    "v_slope_per_mhz": (3.8, 0.1, 10.0, 1e-4),
+}
+
+#: parameters no reading pins: (low, high, reason); the profile's value is the central one
+ASSUMED_RANGES: dict[str, tuple[float, float, str]] = {
+    "v_min": (0.55, 0.75, "no public V–f table of the Orin GPU exists; 8 nm GPU rails bottom out at roughly "
+              "0.55–0.75 V"),
+    "gpu_leak_w_at_vmax": (0.6, 1.8, "the clocked-idle reading (4.94 W) leaves ≈2.5 W above the SoC floor for the "
+                           "EMC step, leakage and the clock tree together; no reading separates them"),
+    "emc_w_per_ghz": (0.28, 1.12, "the EMC step is not separated from the GPU's clocked-idle power by any reading "
+                      "(×0.5–×2 of 0.56 W/GHz)"),
+    "activity_matmul": (0.6, 1.0, "switching activity of training GEMMs relative to a GPU stress test (1.0); no rail "
+                        "reading of an AGX Orin during training was found"),
+    "activity_memory": (0.3, 0.6, "element-wise kernels: memory-bound, fewer toggling ALUs than a GEMM; not measured"),
+    "activity_kernel_overhead": (0.15, 0.45, "short kernels (launch tails): not measured"),
+    "cpu_busy_cores_training": (1.0, 2.5, "the Python main thread plus helper threads during training; no CPU-rail "
+                                "reading during training was found"),
+    "cpu_clusters_training": (1.0, 2.0, "clusters kept at their top clock while training: one (the main thread) to two"),
+    "cpu_op_us": (21.6, 64.8, "the measured per-operator cost ×1 to ×3 (the A78AE-to-this-machine single-thread "
+                  "ratio, section 2)"),
+    "cpu_step_serial_ms": (12.5, 50.0, "serial Python per step, ×0.5–×2 of the assumed 25 ms"),
+    "gemm_half_dim": (64.0, 256.0, "matmul size efficiency, ×0.5–×2: no AGX Orin GEMM-vs-size curve was found"),
+    "gemm_half_rows": (64.0, 256.0, "as gemm_half_dim"),
+    "bw_sat_mhz": (408.0, 816.0, "GPU clock above which DRAM bandwidth saturates: ±2 levels of 612 MHz"),
+    "kernel_min_us_at_fmax": (2.0, 8.0, "shortest kernel at f_max, ×0.5–×2"),
+    "overlap_p": (2.0, 8.0, "how sharply CPU dispatch and GPU work overlap near the cross-over"),
+    "soc_pj_per_byte": (8.0, 32.0, "DRAM traffic energy on VDD_GPU_SOC, ×0.5–×2 (LPDDR5 ≈ 4–6 pJ/bit in all)"),
+    "dram_pj_per_byte": (8.0, 32.0, "DRAM traffic energy on VDDQ, ×0.5–×2"),
+    "storage_write_mb_s": (100.0, 400.0, "checkpoint write speed of the developer kit's eMMC 5.1, not measured"),
+}
+
+CALIBRATION_FORMAT = "dvfslab-calibration"
+SIGNIFICANT = 6  # digits kept in the file (the fit is deterministic; this absorbs floating-point noise)
+
+
+@dataclass
+class Fit:
+    """The fitted parameters, the profile they give, and each fit reading's residual."""
+
+    params: dict[str, float]
+    profile: BoardProfile
+    rows: list[dict]
+    rank: int
+    unpinned: list[str]
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.{SIGNIFICANT}g}")
+
+
+def _rows_of(fit_lines: Iterable[Line]) -> list[tuple[Line, str]]:
+    return [(ln, rail) for ln in fit_lines for rail in ln.used_rails()]
+
+
+def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None = None,
+        measured: Mapping[tuple[str, str], float] | None = None) -> Fit:
+    """Weighted least squares of the :data:`FIT_BOX` parameters on the fit readings.
+
+    ``template`` supplies every other parameter (the assumptions); ``measured`` replaces some
+    readings' values (``(line key, rail) -> W``; the ensemble's perturbed readings). Each
+    residual is divided by the reading's σ (its stated relative uncertainty times the reading as
+    published), so a reading counts in proportion to how well it is known.
+    """
+    from scipy.optimize import least_squares
+
+    rows = _rows_of(lines("fit") if fit_lines is None else fit_lines)
+    if not rows:
+        raise DvfsError("calibrate: no fit readings")
+    names = list(FIT_BOX)
+    unit = np.array([FIT_BOX[n][3] for n in names])
+    x0 = np.array([FIT_BOX[n][0] for n in names])
+    lo = np.array([FIT_BOX[n][1] for n in names])
+    hi = np.array([FIT_BOX[n][2] for n in names])
+    meas = np.array([(measured or {}).get((ln.key, r), ln.rails[r]) for ln, r in rows])
+    sigma_w = np.array([ln.sigma(r) * ln.rails[r] for ln, r in rows])
+
+    def profile_of(x: np.ndarray) -> BoardProfile:
+        return with_params(template, dict(zip(names, x * unit, strict=True)))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        p = profile_of(x)
+        cache: dict[str, dict[str, float]] = {}
+        twin = np.array([cache.setdefault(ln.key, predict_line(p, ln))[r] for ln, r in rows])
+        return (twin - meas) / sigma_w
+
+    res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=1.0, xtol=1e-12, ftol=1e-12,
+                        gtol=1e-12, max_nfev=2000)
+    # parameters with weight in the null space of the (unit-scaled) Jacobian are not pinned
+    _, sv, vt = np.linalg.svd(res.jac, full_matrices=True)
+    tol = 1e-8 * max(1.0, float(sv.max()))
+    rank = int((sv > tol).sum())
+    null = vt[rank:]
+    unpinned = [n for n, w in zip(names, np.abs(null).max(axis=0) if len(null) else np.zeros(len(names)),
+                                  strict=True) if w > 1e-3]
+    params = {n: float(v) for n, v in zip(names, res.x * unit, strict=True)}
+    profile = profile_of(res.x)
+    out_rows = []
+    for (ln, rail), m, s, r in zip(rows, meas, sigma_w, res.fun, strict=True):
+        out_rows.append({"line": ln.key, "rail": rail, "measured_w": float(m), "sigma_w": float(s),
+                         "twin_w": float(predict_line(profile, ln)[rail]), "residual_sigma": float(r)})
+    return Fit(params, profile, out_rows, rank, unpinned)
+
+
+def calibration_document(result: Fit | None = None) -> dict:
+    """The calibration file's content (deterministic: no time stamp, numbers rounded)."""
+    result = result or fit()
+    if result.rank < len(FIT_BOX):
+        raise DvfsError(f"calibrate: the fit readings do not pin every fitted parameter (rank {result.rank} of "
+                        f"{len(FIT_BOX)}; not pinned: {', '.join(result.unpinned) or 'a combination'})")
+    fitted = {n: _round(v) for n, v in result.params.items()}
+    by_key = {(r["line"], r["rail"]): r for r in result.rows}
+    readings = []
+    for ln in lines("fit"):
+        for rail, watts in ln.rails.items():
+            row = by_key.get((ln.key, rail))
+            entry = {"line": ln.key, "source": ln.source, "line_sha256": ln.sha256, "module": ln.module, "rail": rail,
+                     "measured_w": watts, "sigma_rel": _round(ln.sigma(rail))}
+            if row is None:
+                entry["unused"] = ln.unused[rail]
+            else:
+                entry.update(twin_w=_round(row["twin_w"]), residual_sigma=_round(row["residual_sigma"]))
+            readings.append(entry)
+    chi2 = sum(r["residual_sigma"] ** 2 for r in result.rows)
+    return {
+        "format": CALIBRATION_FORMAT, "version": 1, "board": AGX_ORIN_64GB.name,
+        "generated_by": "dvfslab calibrate (dvfslab.sim.calibration.fit)",
+        "method": "weighted least squares (scipy.optimize.least_squares, trf, bounded); residual = "
+                  "(twin - reading) / (sigma_rel x reading); readings: dvfslab.sim.readings (role fit)",
+        "parameters": fitted,
+        "assumptions": {n: getattr(AGX_ORIN_64GB, n) for n in ASSUMED_RANGES},
+        "fit": {"n_readings": len(result.rows), "n_parameters": len(FIT_BOX),
+                "chi2": _round(chi2), "dof": len(result.rows) - len(FIT_BOX)},
+        "readings": readings,
+    }
+
+
+def write_calibration(path: str | os.PathLike = ORIN_CALIBRATION, doc: dict | None = None) -> dict:
+    doc = doc or calibration_document()
+    Path(path).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return doc
+
+
+def check_calibration(path: str | os.PathLike = ORIN_CALIBRATION) -> list[str]:
+    """What differs between the checked-in file and the fit's output now (empty: nothing)."""
+    try:
+        have = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        return [f"{path}: unreadable ({err})"]
+    want = calibration_document()
+    diffs = [f"parameter {k}: file {have.get('parameters', {}).get(k)} vs fit {v}"
+             for k, v in want["parameters"].items() if have.get("parameters", {}).get(k) != v]
+    diffs += [f"{k}: differs" for k in want if k != "parameters" and have.get(k) != want[k]]
+    return diffs
+
+
+def leave_one_out(template: BoardProfile = AGX_ORIN_64GB) -> list[dict]:
+    """For each fit line: refit without it and predict its rails (``twin_w`` None when a parameter
+    is no longer pinned without it; ``unpinned`` names it)."""
+    out = []
+    for ln in lines("fit"):
+        rest = [other for other in lines("fit") if other.key != ln.key]
+        res = fit(template, rest)
+        pinned = res.rank == len(FIT_BOX)
+        pred = predict_line(res.profile, ln) if pinned else {}
+        for rail in ln.used_rails():
+            twin = pred.get(rail)
+            out.append({"line": ln.key, "rail": rail, "measured_w": ln.rails[rail], "twin_w": twin,
+                        "error_pct": None if twin is None else 100.0 * (twin / ln.rails[rail] - 1.0),
+                        "unpinned": [] if pinned else res.unpinned})
+    return out
+
+
+def sample_profile(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB) -> tuple[BoardProfile, dict]:
+    """One parameter set consistent with the readings and the stated ranges.
+
+    Every assumed parameter is drawn uniformly from its range; every fit reading is drawn from a
+    normal distribution around its value with its σ; the fitted parameters are refitted to
+    those readings. Returns the profile and the drawn values (assumed and fitted).
+    """
+    assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
+    base = with_params(template, assumed)
+    rows = _rows_of(lines("fit"))
+    noise = rng.standard_normal(len(rows))
+    measured = {(ln.key, r): ln.rails[r] * (1.0 + ln.sigma(r) * z) for (ln, r), z in zip(rows, noise, strict=True)}
+    res = fit(base, measured=measured)
+    return res.profile, {**assumed, **res.params}
+
+
+
+#: which fit lines pin each fitted parameter (for the parameter table of docs/calibration.md)
+PINNED_BY = {
+    "soc_idle_w": "idle-64gb-jp5, idle-64gb-go (GPU rail, GPU rail-gated)",
+    "cpu_idle_w": "idle-64gb-jp5, idle-64gb-go (CPU rail, cores at 729 MHz)",
+    "VIN_SYS_5V0": "idle-64gb-jp5, idle-64gb-go",
+    "VDDQ_VDD2_1V8AO": "idle-64gb-jp5, idle-64gb-go",
+    "cpu_cluster_w": "clocks-max-64gb (CPU rail: 12 idle cores at 2201 MHz)",
+    "cpu_core_w_at_max": "forum-maxn, forum-50w, forum-30w (CPU stress of every online core)",
+    "cpu_power_exp": "forum-maxn, forum-50w, forum-30w (the modes' CPU caps 2201.6, 1497.6, 1728 MHz)",
+    "gpu_clock_w_at_fmax": "clocks-max-64gb (GPU rail: GPU clocked at 1300.5 MHz, idle)",
+    "gpu_dyn_w_at_fmax": "forum-maxn, forum-50w, forum-30w (GPU stress)",
+    "v_slope_per_mhz": "forum-maxn, forum-50w, forum-30w (GPU stress at 1300.5, 816, 612 MHz)",
+}
+
+
+def parameters_markdown(path: str | os.PathLike = ORIN_CALIBRATION) -> str:
+    """The fitted parameters of the checked-in file, with the lines that pin them."""
+    doc = json.loads(Path(path).read_text())
+    lines_out = ["| Fitted parameter | Value | Pinned by (fit lines) |", "|---|---|---|"]
+    lines_out += [f"| `{k}` | {v:g} | {PINNED_BY[k]} |" for k, v in doc["parameters"].items()]
+    return "\n".join(lines_out)
+
+
+def ranges_markdown() -> str:
+    """Every assumed parameter: central value, plausible range, reason."""
+    out = ["| Assumed parameter | Central | Range (ensemble: uniform) | Why this range |", "|---|---|---|---|"]
+    out += [f"| `{k}` | {getattr(AGX_ORIN_64GB, k):g} | {lo:g}–{hi:g} | {why} |"
+            for k, (lo, hi, why) in ASSUMED_RANGES.items()]
+    return "\n".join(out)
