@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
-from dvfslab.data.knobs import DEFAULT_KNOB
+from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
 from dvfslab.governors.errors import GovernorError
 
 if TYPE_CHECKING:
@@ -143,9 +143,9 @@ class Governor(Params):
 
     def fit(self, data: TrainingData | None = None) -> Self:
         """Learn from ``data`` (None: for a governor that needs none); records the knob."""
-        if self.knobs and data is not None and data.knob.name not in self.knobs:
-            raise GovernorError(f"{self.name}: decides {', '.join(self.knobs)} levels, but this dataset's knob is "
-                                f"{data.knob.name}")
+        wrong_knob = Governor.unusable_reason(self, data) if data is not None else ""  # the knob only: no steps read
+        if wrong_knob:
+            raise GovernorError(f"{self.name}: {wrong_knob}")
         self.knob_ = data.knob.name if data is not None else (self.knobs or (DEFAULT_KNOB,))[0]
         self._fit(data)
         return self
@@ -172,7 +172,8 @@ class Governor(Params):
     def unusable_reason(self, data: TrainingData) -> str:
         """Why this governor cannot be evaluated on ``data`` (``""``: it can)."""
         if self.knobs and data.knob.name not in self.knobs:
-            return f"it decides {', '.join(self.knobs)} levels and the knob is {data.knob.name}"
+            knobs = " or ".join(f"the {get_knob(k).label} ({get_knob(k).unit})" for k in self.knobs)
+            return f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
         return ""
 
     def _fitted(self, attr: str) -> Any:
