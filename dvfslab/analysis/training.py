@@ -52,10 +52,6 @@ class TrainingData:
             self._steps["source"] = StepSource.from_sweep(self.sweep)
         return self._steps["source"]
 
-    def with_steps(self, source: StepSource) -> TrainingData:
-        """This data with ``source`` as its step records (e.g. records built in memory)."""
-        return dataclasses.replace(self, _steps={"source": source})
-
     def subset(self, train_ids: Sequence[str]) -> TrainingData:
         """The same sweep, features and steps with other training workloads (a CV fold)."""
         return dataclasses.replace(self, train_ids=list(train_ids))

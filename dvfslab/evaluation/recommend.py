@@ -34,7 +34,7 @@ import pandas as pd
 
 from dvfslab.analysis.training import TrainingData
 from dvfslab.evaluation.govcv import cv_folds, cv_replay, fit_fold
-from dvfslab.evaluation.replay import replay
+from dvfslab.evaluation.replay import num_or_none, replay
 from dvfslab.governors.base import Governor
 from dvfslab.governors.registry import registry
 
@@ -57,16 +57,11 @@ class Recommendation:
 
     def as_dict(self) -> dict[str, Any]:
         """The ``recommended`` section of summary.json."""
-        cands = {str(r["policy"]): {k: _num(r[k]) for k in ("cv_regret_pct", "diff_pts", "noise_pts")}
+        cands = {str(r["policy"]): {k: num_or_none(r[k]) for k in ("cv_regret_pct", "diff_pts", "noise_pts")}
                  | {"beats_ffg": bool(r["beats_ffg"]), "n_failed": int(r["n_failed"])}
                  for _, r in self.table.iterrows()}
         return {"policy": self.policy, "cv_regret_pct": self.cv_regret_pct, "ffg_cv_regret_pct": self.ffg_cv_regret_pct,
                 "reason": self.reason, "scheme": self.scheme, "n_folds": self.n_folds, "candidates": cands}
-
-
-def _num(x: Any) -> float | None:
-    x = float(x)
-    return None if math.isnan(x) else x
 
 
 def default_candidates() -> list[str]:
@@ -103,7 +98,7 @@ def recommend(cv: pd.DataFrame, candidates: Iterable[str] | None = None, fallbac
     """The recommendation from CV rows (module doc); ``candidates`` default: :func:`default_candidates`."""
     candidates = default_candidates() if candidates is None else list(candidates)
     rows = cv[(cv["scheme"] == scheme) & (cv["policy"] == fallback)]
-    ffg = _num(rows["regret_pct"].mean()) if len(rows) else None
+    ffg = num_or_none(rows["regret_pct"].mean()) if len(rows) else None
     n_folds = int(rows["held_out"].nunique()) if len(rows) else 0
     table = compare(cv, [c for c in candidates if c != fallback], fallback, scheme)
     words = SCHEME_WORDS.get(scheme, scheme)

@@ -133,7 +133,7 @@ def summary_dict(summary: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     mean_regret_pct, n_workloads[, profiling_steps]}}`` from an ungrouped :func:`summarize` frame (NaN -> None)."""
     out = {}
     for _, row in summary.iterrows():
-        d: dict[str, float | None] = {k: _num(row[k]) for k in SUMMARY_KEYS}
+        d: dict[str, float | None] = {k: num_or_none(row[k]) for k in SUMMARY_KEYS}
         d["n_workloads"] = int(row["n_workloads"])
         if row.get("profiling_steps", 0) and not np.isnan(row["profiling_steps"]):
             d["profiling_steps"] = float(row["profiling_steps"])
@@ -141,7 +141,8 @@ def summary_dict(summary: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     return out
 
 
-def _num(x: Any) -> float | None:
+def num_or_none(x: Any) -> float | None:
+    """``x`` as a float, None for NaN (summary.json holds no NaN)."""
     x = float(x)
     return None if np.isnan(x) else x
 
@@ -151,7 +152,7 @@ def difference_pts(summary: pd.DataFrame, a: str, b: str, key: str = "mean_savin
     s = summary.set_index("policy")
     if a not in s.index or b not in s.index:
         return None
-    return _num(s.loc[a, key] - s.loc[b, key])
+    return num_or_none(s.loc[a, key] - s.loc[b, key])
 
 
 def paper_comparison(summary: Mapping[str, Any], by_size: pd.DataFrame | None = None) -> pd.DataFrame:
