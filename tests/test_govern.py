@@ -93,7 +93,7 @@ def test_govern_accepts_what_its_help_and_the_readme_list(capsys):
     from pathlib import Path
 
     usable = R.command_line_names()
-    assert usable == ["ffg", "mlg-paper", "mlg", "curve"]
+    assert {"ffg", "mlg-paper", "mlg", "curve"} <= set(usable)
     from dvfslab.cli import main
 
     with pytest.raises(SystemExit) as done:

@@ -194,7 +194,9 @@ def test_registry_builds_every_governor(hand):
         R.make("online", n_level=3)
     with pytest.raises(GovernorError, match="unknown governor 'curv'"):
         R.make_all(["curve"], {"curv": {"alpha": 2.0}})
-    assert R.names()[:2] == ["maxn", "ffg"] and R.command_line_names() == ["ffg", "mlg-paper", "mlg", "curve"]
+    # dvfslab govern takes the governors that decide before the run; the probing ones and the yardsticks it refuses
+    assert {"ffg", "mlg-paper", "mlg", "curve"} <= set(R.command_line_names())
+    assert not {"maxn", "online", "profiled", "oracle"} & set(R.command_line_names())
 
 
 def _tree_pipeline():
