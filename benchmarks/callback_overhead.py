@@ -152,7 +152,7 @@ def online_real_time(args) -> int:
                 cb.on_step_end(None, state, None)
         levels = backend.clocks.levels_mhz()
         truth = min(levels, key=lambda f: power_w(f) * step_s(f))
-        chosen = cb.profiler.chosen_mhz
+        chosen = cb.profiler.chosen_level
         print(f"online, real time: chose {chosen:g} MHz, true minimum {truth:g} MHz, "
               f"{cb.profiler.profiling_steps} probing steps in {time.perf_counter() - t0:.2f} s wall; "
               f"clocks restored: {board.state()['max_freq_hz'] == 1300500000}")

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from dvfslab import analysis as F
-from dvfslab.analysis import replay as E
 from dvfslab.data.contract import load_dataset
-from dvfslab.governors import base as G
-from dvfslab.governors.online import probing_breakdown
+from dvfslab.evaluation import replay as E
+from dvfslab.evaluation.probing import probing_breakdown
+from dvfslab.governors.online import OnlineGovernor
 
 
 def main() -> None:
@@ -48,8 +48,8 @@ def main() -> None:
             t0 = time.perf_counter()
             sweep = F.sweep_from_dataset(load_dataset(data))
             table = F.feature_table(sweep)
-            gov = G.build_governors(["online"], G.GovernorContext(sweep, table, [], options=options))
-            per = E.replay(gov, sweep, table)
+            gov = OnlineGovernor(**options).fit(F.TrainingData(sweep, table, []))
+            per = E.replay({"online": gov}, sweep, table)
             secs = time.perf_counter() - t0
             for split in ("evaluation", None):
                 rows = per if split is None else per[per["split"] == split]

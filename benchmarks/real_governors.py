@@ -7,7 +7,7 @@ chosen workloads with every network (= model) held out in turn (leave-one-model-
 * ``oracle``, ``ffg``, ``mlg``, ``curve``, ``profiled`` — each refitted without the held-out
   network (the tree with fixed hyper-parameters, ``--tree``; the profiled governor's probe is
   charged), replayed on it;
-* ``recommended`` — the rule of :mod:`dvfslab.analysis.recommend` applied *inside* each fold
+* ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold
   (an inner leave-one-model-out CV on the other networks chooses FFG or a learned governor),
   then replayed on the held-out network: the rule judged as it would be used;
 
@@ -35,17 +35,16 @@ from pathlib import Path
 import pandas as pd
 
 from dvfslab import analysis as F
-from dvfslab.analysis import replay as E
-from dvfslab.analysis import selection as S
 from dvfslab.analysis.features import EXTRA_FEATURES, FEATURES
-from dvfslab.analysis.govcv import cv_replay, with_probe_source
-from dvfslab.analysis.recommend import nested_recommended, recommend, versus_fallback
 from dvfslab.data.contract import load_dataset
+from dvfslab.evaluation import replay as E
+from dvfslab.evaluation import selection as S
+from dvfslab.evaluation.govcv import cv_replay
+from dvfslab.evaluation.recommend import nested_recommended, recommend, versus_fallback
+from dvfslab.governors import registry as G
 
 LEARNED = ("mlg", "curve", "profiled")
 ORDER = ("oracle", "ffg", *LEARNED, "recommended")
-NO_PROBE = ("no probe: the dataset has neither steps.csv nor a `steps` count in runs.csv, so the first steps at the "
-            "default level (time per step, power) cannot be read; not replayed")
 
 
 def gap_closed_pct(regret_pct: pd.Series, ffg_regret_pct: float) -> pd.Series:
@@ -64,19 +63,19 @@ def evaluate(data_dir: Path, split: str | None, tree: str,
     ids = sweep.workload_ids(split)
     rows = table[table["workload_id"].isin(ids)]
     cols, _ = F.usable_features(rows, candidates)
-    tree_model = S.candidate_models(False, 0)[tree]
-    options = with_probe_source(sweep, ["profiled"], {})
-    probed = options["probe_source"].covers(ids)
-    names = ["oracle", "ffg", *[n for n in LEARNED if n != "profiled" or probed]]
-    cands = [n for n in names if n in LEARNED]
-    cv = cv_replay(sweep, table, names, ids, tree_model=tree_model, feature_cols=cols, schemes=["lomo"], options=options)
-    nested = nested_recommended(sweep, table, ids, cands, tree_model=tree_model, feature_cols=cols, options=options)
+    data = F.TrainingData(sweep, table, ids)
+    mlg = {"estimator": S.candidate_models(False, 0)[tree], "features": cols}
+    protos, left_out = G.usable(G.make_all(["oracle", "ffg", *LEARNED], {"mlg": mlg}), data)
+    cands = [n for n in protos if n in LEARNED]
+    cv = cv_replay(protos, data, schemes=["lomo"])
+    nested = nested_recommended(protos, data, cands)
     out = E.summarize(pd.concat([cv, nested], ignore_index=True)).set_index("policy")
     out["gap_closed_pct"] = gap_closed_pct(out["mean_regret_pct"], float(out.loc["ffg", "mean_regret_pct"]))
     out = out.reindex([n for n in ORDER if n in out.index or n == "profiled"])
     rec = recommend(cv, cands)
     info = {"knob": sweep.knob, "source": ds.source, "n_workloads": len(ids), "n_networks": int(rows["model"].nunique()),
-            "features": cols, "full_data_recommendation": rec, "not_replayed": {} if probed else {"profiled": NO_PROBE},
+            "features": cols, "full_data_recommendation": rec,
+            "not_replayed": {name: f"{why}; not replayed" for name, why in left_out.items()},
             "recommended_vs_ffg": versus_fallback(cv, nested),
             "chosen_per_fold": nested.groupby("held_out")["chosen"].first().value_counts().to_dict()}
     return out, info

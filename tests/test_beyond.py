@@ -12,6 +12,7 @@ The datasets here are closed-form toys (labelled simulated), never the bundled d
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -21,19 +22,15 @@ from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
 from dvfslab import analysis as F
 from dvfslab import governors as G
-from dvfslab.analysis import replay as E
+from dvfslab.analysis import TrainingData
+from dvfslab.analysis.steps import StepSource
 from dvfslab.data.contract import load_dataset, write_dataset
-from dvfslab.governors.curve import CurveGovernor, CurveModel, pick_level
+from dvfslab.evaluation import replay as E
+from dvfslab.evaluation.limits import constrain, constraint_report
+from dvfslab.governors.base import ProbeStep
 from dvfslab.governors.curvefit import export_curve, fit_curve_model, fit_curve_pipelines
-from dvfslab.governors.fit import constraint_report
-from dvfslab.governors.limits import ConstrainedOracle, SlowdownGuard, constrain
-from dvfslab.governors.online import (
-    OnlineGovernor,
-    OnlineProfiler,
-    StepRecords,
-    neighbours,
-    spread_levels,
-)
+from dvfslab.governors.files import load_governor, save_governor
+from dvfslab.governors.online import OnlineGovernor, neighbours, spread_levels
 
 CURV = 0.8
 FMAX = ORIN_FREQS_MHZ[-1]
@@ -82,17 +79,24 @@ def curve_sweep(tmp_path_factory):
     return sweep, table, list(table.loc[table["split"] == "characterization", "workload_id"])
 
 
+def curve_gov(model):
+    """A curve governor holding a fitted model."""
+    gov = G.CurveGovernor()
+    gov.curve_, gov.knob_ = model.spec, "gpu_freq_mhz"
+    return gov
+
+
 def test_curve_model_finds_the_true_optimum_of_unseen_workloads(curve_sweep):
     sweep, table, train = curve_sweep
     model = fit_curve_model(sweep, table, train, alpha=1e-6)
     assert model.features == list(F.FEATURES)  # constant ones kept, harmless (unit scale, zero slope)
-    gov = CurveGovernor(model)
+    gov = curve_gov(model)
     per = E.replay({"curve": gov}, sweep, table, sweep.workload_ids("evaluation"))
     for row in per.itertuples():
         layers = float(table.set_index("workload_id").loc[row.workload_id, "n_layers"])
-        assert row.freq_mhz == true_best(layers), row.workload_id
+        assert row.level == true_best(layers), row.workload_id
     assert per["regret_pct"].abs().max() < 1e-9
-    assert len(set(per["freq_mhz"])) >= 4  # the optimum really moves with the workload
+    assert len(set(per["level"])) >= 4  # the optimum really moves with the workload
     pred = model.predict({"n_layers": 12, "hidden_size": 512, "avg_seq_len": 40, "params_m": 10, "is_decoder": 0,
                           "gpu_util_pct": 60})
     np.testing.assert_allclose(pred["time_rel"], [t_rel(f) for f in ORIN_FREQS_MHZ], rtol=1e-5)  # CSV keeps ~7 digits
@@ -100,33 +104,33 @@ def test_curve_model_finds_the_true_optimum_of_unseen_workloads(curve_sweep):
 
 def test_curve_beats_one_fixed_level_when_the_optimum_moves(curve_sweep):
     sweep, table, train = curve_sweep
-    ctx = G.GovernorContext(sweep, table, train)
-    per = E.replay(G.build_governors(["ffg", "curve", "oracle"], ctx), sweep, table, sweep.workload_ids("evaluation"))
+    govs = G.build(["ffg", "curve", "oracle"], TrainingData(sweep, table, train))
+    per = E.replay(govs, sweep, table, sweep.workload_ids("evaluation"))
     regret = per.groupby("policy")["regret_pct"].mean()
     assert regret["curve"] < regret["ffg"] and regret["oracle"] == 0.0
 
 
 def test_curve_model_saves_and_loads_as_json(curve_sweep, tmp_path):
     sweep, table, train = curve_sweep
-    gov = CurveGovernor(fit_curve_model(sweep, table, train))
-    gov.save(tmp_path / "curve.json")
-    back = CurveGovernor.load(tmp_path / "curve.json")
+    gov = G.CurveGovernor().fit(TrainingData(sweep, table, train))
+    save_governor(gov, tmp_path / "curve.json")
+    back = load_governor(tmp_path / "curve.json", policy="curve")
     for w in table.to_dict("records"):
         assert back.predict_curves(w) == gov.predict_curves(w)
         assert back.decide(w) == gov.decide(w)
     w = {"n_layers": 8}  # every other feature missing: the training medians fill in
-    assert back.decide(w) == gov.decide({**w, **gov.model.spec["impute"], "n_layers": 8})
-    (tmp_path / "bad.json").write_text('{"format": "dvfslab-tree"}')
-    with pytest.raises(G.GovernorError, match=r"bad\.json: not a dvfslab curve model"):
-        CurveModel.load(tmp_path / "bad.json")
-    with pytest.raises(G.GovernorError, match="missing — run notebook 05"):
-        CurveModel.load(tmp_path / "none.json")
+    assert back.decide(w) == gov.decide({**w, **gov.curve_["impute"], "n_layers": 8})
+    spec = json.loads((tmp_path / "curve.json").read_text())
+    spec["state"]["curve"]["mean"] = []
+    (tmp_path / "bad.json").write_text(json.dumps(spec))
+    with pytest.raises(G.GovernorError, match=r"bad\.json: curve model: mean must have one value per feature"):
+        load_governor(tmp_path / "bad.json")
 
 
 def test_json_predictor_equals_the_sklearn_pipeline_on_held_out_rows(curve_sweep):
     sweep, table, train = curve_sweep
     fit = fit_curve_pipelines(sweep, table, train, alpha=0.5)
-    model = CurveModel(export_curve(fit))
+    model = G.CurveModel(export_curve(fit))
     held = table[table["split"] == "evaluation"].to_dict("records")
     held.append({"n_layers": 7.0, "gpu_util_pct": float("nan")})  # missing features: the medians fill in
     x = fit.design(held)
@@ -164,19 +168,18 @@ def test_curve_prediction_by_hand_for_a_one_feature_toy(tmp_path):
     assert model.spec["mean"] == pytest.approx([math.log(4)]) and model.spec["scale"] == pytest.approx([math.log(2)])
     for layers, ln_e in ((16, -0.3), (4, -0.2), (2, -0.15)):
         pred = model.predict({"n_layers": layers})
-        assert pred["freq_mhz"] == [612.0, 714.0]
+        assert pred["level"] == [612.0, 714.0]
         assert pred["energy_rel"] == pytest.approx([math.exp(ln_e), 1.0], rel=1e-6)
         assert pred["time_rel"] == pytest.approx([1.2, 1.1], rel=1e-6)
-    assert CurveGovernor(model).decide({"n_layers": 16}) == 612.0
+    assert curve_gov(model).decide({"n_layers": 16}).level == 612.0
 
 
 @pytest.mark.parametrize("limit", [0.0, 20.0, 60.0, 150.0])
 def test_every_governor_meets_a_slowdown_limit_when_its_time_model_is_right(curve_sweep, limit):
     sweep, table, train = curve_sweep
-    ctx = G.GovernorContext(sweep, table, train)
-    govs = G.build_governors(["maxn", "ffg", "curve", "oracle"], ctx)
+    govs = G.build(["maxn", "ffg", "curve", "oracle"], TrainingData(sweep, table, train))
     time_model = fit_curve_model(sweep, table, train, alpha=1e-6)
-    limited = {k: constrain(g, limit, time_model=time_model, sweep=sweep) for k, g in govs.items()}
+    limited = constrain(govs, G.Objective(limit, time_model=time_model))
     test = sweep.workload_ids("evaluation")
     per_c = E.replay(limited, sweep, table, test)
     per_u = E.replay(govs, sweep, table, test)
@@ -189,7 +192,7 @@ def test_every_governor_meets_a_slowdown_limit_when_its_time_model_is_right(curv
     for row in per_c[per_c["policy"] == "curve"].itertuples():
         layers = float(table.set_index("workload_id").loc[row.workload_id, "n_layers"])
         want = true_best(layers, limit)
-        assert (row.freq_mhz == want) if want is not None else math.isnan(row.freq_mhz)
+        assert (row.level == want) if want is not None else math.isnan(row.level)
     assert (report["cost_pts"] >= -1e-9).all()  # a limit never makes a governor save more
     if limit >= t_rel(ORIN_FREQS_MHZ[0]) * 100:
         assert report["cost_pts"].abs().max() < 1e-9  # a limit nothing violates costs nothing
@@ -199,37 +202,45 @@ class _SlowEverywhere:
     """A time model that predicts every level twice as slow as the baseline."""
 
     def predict(self, workload):
-        return pd.DataFrame({"freq_mhz": ORIN_FREQS_MHZ, "energy_rel": 1.0, "time_rel": 2.0})
+        return {"level": list(ORIN_FREQS_MHZ), "energy_rel": [1.0] * 11, "time_rel": [2.0] * 11}
+
+
+def _fixed(level, objective=G.LEAST_ENERGY):
+    return G.FixedGovernor(level, objective=objective).fit()
 
 
 def test_a_limit_nothing_can_meet_falls_back_to_the_baseline():
-    assert SlowdownGuard(G.FixedGovernor(612.0), 50.0, _SlowEverywhere()).decide({}) is None
-    assert SlowdownGuard(G.FixedGovernor(612.0), 100.0, _SlowEverywhere()).decide({}) == 612.0
-    assert pick_level(_SlowEverywhere().predict({}), 50.0) is None
-    assert pick_level(_SlowEverywhere().predict({}), None) == ORIN_FREQS_MHZ[0]  # ties: the lowest level
+    slow = _SlowEverywhere()
+    assert _fixed(612.0, G.Objective(50.0, time_model=slow)).decide({}).level is None
+    assert _fixed(612.0, G.Objective(100.0, time_model=slow)).decide({}).level == 612.0
+    c = slow.predict({})
+    assert G.Objective(50.0).select(c["level"], c["energy_rel"], c["time_rel"]) is None
+    assert G.LEAST_ENERGY.select(c["level"], c["energy_rel"], c["time_rel"]) == ORIN_FREQS_MHZ[0]  # ties: the lowest
     with pytest.raises(G.GovernorError, match=">= 0"):
-        constrain(G.MaxnGovernor(), -1.0)
-    assert constrain(G.MaxnGovernor(), 0.0).decide({}) is None
+        G.Objective(-1.0)
+    assert G.MaxnGovernor(objective=G.Objective(0.0)).decide({}).level is None
 
 
-def test_slowdown_guard_steps_up_from_a_level_that_is_too_slow(curve_sweep):
+def test_a_level_only_governor_steps_up_from_a_level_that_is_too_slow(curve_sweep):
     sweep, table, train = curve_sweep
     model = fit_curve_model(sweep, table, train, alpha=1e-6)
     row = table.iloc[0].to_dict()
     limit = 100.0 * (t_rel(612.0) - 1.0) + 1e-6  # 612 MHz is the lowest level within the limit
-    assert SlowdownGuard(G.FixedGovernor(306.0), limit, model).decide(row) == 612.0
-    assert SlowdownGuard(G.FixedGovernor(816.0), limit, model).decide(row) == 816.0  # fast enough: kept
-    oracle = ConstrainedOracle.from_sweep(sweep, limit)
-    assert oracle.decide(row) >= 612.0
+    objective = G.Objective(limit, time_model=model)
+    assert _fixed(306.0, objective).decide(row).level == 612.0
+    assert _fixed(816.0, objective).decide(row).level == 816.0  # fast enough: kept
+    oracle = G.OracleGovernor(objective=objective).fit(TrainingData(sweep, table, train))
+    assert oracle.decide(row).level >= 612.0
     with pytest.raises(G.GovernorError, match="needs a time model"):
-        constrain(G.FixedGovernor(306.0), 10.0)
+        _fixed(306.0, G.Objective(10.0)).decide(row)
 
 
 def test_cv_replay_holds_out_each_workload_once_per_scheme(curve_sweep):
-    from dvfslab.analysis.govcv import cv_replay
+    from dvfslab.evaluation.govcv import cv_replay
 
     sweep, table, train = curve_sweep
-    cv = cv_replay(sweep, table, ["ffg", "curve", "oracle"], train, options={"curve_alpha": 1e-6})
+    protos = G.registry.make_all(["ffg", "curve", "oracle"], {"curve": {"alpha": 1e-6}})
+    cv = cv_replay(protos, TrainingData(sweep, table, train))
     for (scheme, policy), g in cv.groupby(["scheme", "policy"]):
         assert sorted(g["workload_id"]) == sorted(train), (scheme, policy)
     assert set(cv["scheme"]) == {"loocv", "lomo"}
@@ -242,7 +253,7 @@ def test_cv_replay_holds_out_each_workload_once_per_scheme(curve_sweep):
 
 
 def test_pareto_front():
-    from dvfslab.analysis.govcv import pareto_points
+    from dvfslab.evaluation.govcv import pareto_points
 
     s = pd.DataFrame({"policy": ["a", "b", "c", "d"], "mean_saving_pct": [0.0, 20.0, 10.0, 25.0],
                       "mean_slowdown_pct": [0.0, 50.0, 60.0, 90.0]})
@@ -271,91 +282,98 @@ def test_spread_and_neighbours():
     assert neighbours(ORIN_FREQS_MHZ, 700.0, 3) == [612.0, 714.0, 816.0]
 
 
-def test_profiler_finds_the_minimum_of_an_exact_u_curve():
-    truth = min(ORIN_FREQS_MHZ, key=lambda f: step_te(f)[1])
-    prof = OnlineProfiler(ORIN_FREQS_MHZ)
-    assert prof.profiling_steps == 1 + 5 * 2 + 3 * 5 <= 30
-    with pytest.raises(G.GovernorError, match="chosen during the run"):
-        prof.decide({})
-    rng = np.random.default_rng(0)
+def _probe_by_hand(session, factors=None):
+    """Feed a session exact steps (``factors``: the work of each step, default 1); the levels it ran."""
     seen = []
-    while not prof.done:
-        f = prof.next_level()
+    while not session.done:
+        f = session.next_level()
+        t, e = step_te(f, 1.0 if factors is None else factors[len(seen)])
         seen.append(f)
-        t, e = step_te(f)
-        prof.observe(f, e, t)
-    assert prof.chosen_mhz == truth == prof.decide({}) == prof.next_level()
-    assert len(seen) == prof.profiling_steps and seen[0] == max(seen)  # warm-up at the fastest level
-    assert set(seen[-15:]) == set(neighbours(ORIN_FREQS_MHZ, truth, 3))  # fine phase around the optimum
-    # batch-to-batch variation of the work per step (same factor for time and energy) is averaged out
-    prof = OnlineProfiler(ORIN_FREQS_MHZ)
-    while not prof.done:
-        f = prof.next_level()
-        t, e = step_te(f, w=float(np.exp(rng.normal(0, 0.02))))
-        prof.observe(f, e, t)
-    assert abs(ORIN_FREQS_MHZ.index(prof.chosen_mhz) - ORIN_FREQS_MHZ.index(truth)) <= 1
+        session.observe(ProbeStep(f, t, e))
+    return seen
 
 
-def _records(workload: str, factors: np.ndarray) -> StepRecords:
-    """StepRecords of one workload: every level's run shares the batch factors (same data order)."""
-    runs, steps = [], []
-    for j, f in enumerate(ORIN_FREQS_MHZ):
-        rid = f"r{j:03d}"
-        runs.append({"run_id": rid, "workload_id": workload, "policy": "fixed", "gpu_freq_mhz": f, "rep": 0, "status": "ok"})
-        for i, w in enumerate(factors):
-            t, e = step_te(f, w)
-            steps.append({"run_id": rid, "step": i, "time_s": t, "energy_j": e})
-    return StepRecords(pd.DataFrame(steps), pd.DataFrame(runs), ORIN_FREQS_MHZ)
-
-
-def test_online_replay_charges_its_probing_steps():
-    factors = np.exp(np.random.default_rng(1).normal(0, 0.01, size=50))
-    gov = OnlineGovernor(_records("toy/a", factors), ORIN_FREQS_MHZ)
-    chosen = gov.decide({"workload_id": "toy/a"})
+def test_online_finds_the_minimum_of_an_exact_u_curve():
     truth = min(ORIN_FREQS_MHZ, key=lambda f: step_te(f)[1])
-    assert chosen == truth
-    n = gov.profiling_steps
-    # a 200-step run at the chosen level, as the sweep would have measured it
-    run_e = sum(step_te(chosen, w)[1] for w in factors) + 150 * step_te(chosen)[1]
-    run_t = sum(step_te(chosen, w)[0] for w in factors) + 150 * step_te(chosen)[0]
-    e, t, steps = gov.charge("toy/a", chosen, run_e, run_t)
-    prof = gov.profile("toy/a")
-    probe_e = sum(step_te(f, factors[i])[1] for i, f in enumerate(prof.schedule))
-    same_e = sum(step_te(chosen, factors[i])[1] for i in range(n))
-    assert steps == n and e == pytest.approx(run_e - same_e + probe_e)
-    assert e > run_e  # probing away from the optimum costs energy: visible in the total
-    assert t != pytest.approx(run_t)
-    with pytest.raises(G.GovernorError, match="has no steps of 'other/b'"):
-        gov.decide({"workload_id": "other/b"})
+    session = OnlineGovernor().start({}, ORIN_FREQS_MHZ)
+    assert session.profiling_steps == 1 + 5 * 2 + 3 * 5 <= 30
+    with pytest.raises(G.GovernorError, match="chosen during the run"):
+        session.decision()
+    with pytest.raises(G.GovernorError, match="chosen during the run"):
+        OnlineGovernor().decide({})  # no probe: nothing to decide from
+    seen = _probe_by_hand(session)
+    assert session.chosen_level == truth == session.decision().level == session.next_level()
+    assert len(seen) == session.profiling_steps and seen[0] == max(seen)  # warm-up at the fastest level
+    assert set(seen[-15:]) == set(neighbours(ORIN_FREQS_MHZ, truth, 3))  # fine phase around the optimum
+    assert [s.level for s in session.decision().probed] == seen  # the decision carries what it probed
+    # batch-to-batch variation of the work per step (same factor for time and energy) is averaged out
+    rng = np.random.default_rng(0)
+    session = OnlineGovernor().start({}, ORIN_FREQS_MHZ)
+    _probe_by_hand(session, np.exp(rng.normal(0, 0.02, size=session.profiling_steps)))
+    assert abs(ORIN_FREQS_MHZ.index(session.chosen_level) - ORIN_FREQS_MHZ.index(truth)) <= 1
 
 
-def test_online_in_replay_and_summary_reports_profiling_steps(tmp_path):
-    factors = np.ones(40)
-    records = _records("toy/a", factors)
+def _stepped_dataset(path, factors, n_steps=200):
+    """One workload (evaluation split) at every Orin level and a MAXN run at the top level: each
+    run's first steps have the work ``factors`` (shared by every level: same data order) and are
+    recorded in steps.csv; the run's energy and time add ``n_steps - len(factors)`` unit steps."""
     wl = pd.DataFrame([{"workload_id": "toy/a", "model": "toy", "model_family": "toy", "model_type": "encoder",
                         "params_m": 10.0, "n_layers": 4, "hidden_size": 256, "task": "a", "avg_seq_len": 30.0,
                         "max_seq_len": 128, "batch_size": 16, "split": "evaluation"}])
-    runs = [_run("toy/a", "fixed", f, 0, step_te(f)[0] * 100, step_te(f)[1] * 100, 50.0, f) for f in ORIN_FREQS_MHZ]
-    runs.append(_run("toy/a", "maxn", None, 0, step_te(FMAX)[0] * 100, step_te(FMAX)[1] * 100, 50.0, FMAX))
-    runs = pd.DataFrame(runs)
-    runs.insert(0, "run_id", [f"r{i:03d}" for i in range(len(runs))])
+    runs, steps = [], []
+    for j, (policy, f) in enumerate([("fixed", f) for f in ORIN_FREQS_MHZ] + [("maxn", FMAX)]):
+        rid = f"r{j:03d}"
+        te = [step_te(f, w) for w in factors]
+        rest_t, rest_e = step_te(f)
+        run = _run("toy/a", policy, f if policy == "fixed" else None, 0, sum(t for t, _ in te) + (n_steps - len(te)) * rest_t,
+                   sum(e for _, e in te) + (n_steps - len(te)) * rest_e, 50.0, f)
+        runs.append({"run_id": rid, **run, "steps": n_steps})
+        steps += [{"run_id": rid, "step": i, "time_s": t, "energy_j": e} for i, (t, e) in enumerate(te)]
     meta = {"source": "simulated", "device": {"board": "toy", "gpu": "none", "jetpack": "n/a", "power_mode": "MAXN"},
             "freq_table_mhz": ORIN_FREQS_MHZ, "baseline": "maxn", "created_at": "2026-01-01T00:00:00Z",
             "generator": "tests/test_beyond.py", "seed": 0}
-    sweep = F.sweep_from_dataset(write_dataset(tmp_path / "ds", meta, wl, runs))
-    table = F.feature_table(sweep)
-    govs = G.build_governors(["online", "oracle"], G.GovernorContext(sweep, table, ["toy/a"],
-                                                                     options={"step_records": records}))
+    sweep = F.sweep_from_dataset(write_dataset(path, meta, wl, pd.DataFrame(runs), pd.DataFrame(steps)))
+    return sweep, F.feature_table(sweep)
+
+
+def test_online_replay_charges_its_probing_steps(tmp_path):
+    factors = np.exp(np.random.default_rng(1).normal(0, 0.01, size=50))
+    sweep, table = _stepped_dataset(tmp_path / "ds", factors)
+    gov = OnlineGovernor().fit(TrainingData(sweep, table, []))
+    truth = min(ORIN_FREQS_MHZ, key=lambda f: step_te(f)[1])
+    row = E.replay({"online": gov}, sweep, table).iloc[0]
+    assert row["level"] == truth and row["error"] == ""
+    # the probed schedule on the recorded steps (step i at the level asked for step i)
+    session = gov.start({}, ORIN_FREQS_MHZ)
+    _probe_by_hand(session, factors)
+    n = session.profiling_steps
+    assert row["profiling_steps"] == n == 26
+    # by hand: the 200-step run at the chosen level, its first n steps replaced by the probed ones
+    run_e = sum(step_te(truth, w)[1] for w in factors) + 150 * step_te(truth)[1]
+    probe_e = sum(step_te(f, factors[i])[1] for i, f in enumerate(session.schedule))
+    same_e = sum(step_te(truth, factors[i])[1] for i in range(n))
+    assert row["energy_j"] == pytest.approx(run_e - same_e + probe_e)
+    assert row["energy_j"] > run_e  # probing away from the optimum costs energy: visible in the total
+    assert row["time_s"] != pytest.approx(sweep.at("toy/a", truth)[1])
+    # a workload the dataset has no step of: the replay says so instead of inventing a probe
+    source = StepSource.from_sweep(sweep)
+    with pytest.raises(F.SweepError, match="has no steps of 'other/b'"):
+        gov.decide({"workload_id": "other/b"}, source.probe("other/b"))
+
+
+def test_online_in_replay_and_summary_reports_profiling_steps(tmp_path):
+    sweep, table = _stepped_dataset(tmp_path / "ds", np.ones(40), n_steps=100)
+    govs = G.build(["online", "oracle"], TrainingData(sweep, table, ["toy/a"]))
     per = E.replay(govs, sweep, table)
     s = E.summary_dict(E.summarize(per))
     assert s["online"]["profiling_steps"] == 26 and "profiling_steps" not in s["oracle"]
     on, orc = per.set_index("policy").loc["online"], per.set_index("policy").loc["oracle"]
-    assert on["freq_mhz"] == orc["freq_mhz"]  # same level ...
+    assert on["level"] == orc["level"]  # same level ...
     assert on["regret_pct"] > 0 and on["energy_j"] > orc["energy_j"]  # ... but the probing is paid for
 
 
 def test_online_live_on_the_simulated_board():
-    from dvfslab.governors.online import profile_on_board
+    from dvfslab.evaluation.probing import run_on_board
     from dvfslab.sim.board import SimBoard
 
     row = {"workload_id": "bert-base/sst2", "model": "bert-base", "n_layers": 12, "hidden_size": 768,
@@ -366,12 +384,11 @@ def test_online_live_on_the_simulated_board():
         board.lock(f)
         per_level[f] = board.train(row, 30, run_key=f"curve-{f}").step_energy_j.mean()
     board.unlock()
-    prof = OnlineProfiler(ORIN_FREQS_MHZ)
-    out = profile_on_board(board, row, prof, total_steps=60)
-    assert out["profiling_steps"] == prof.profiling_steps == 26 and board.locked_mhz is None
+    out = run_on_board(OnlineGovernor(), board, row, ORIN_FREQS_MHZ, total_steps=60)
+    assert out["profiling_steps"] == 26 and board.locked_mhz is None
     best = min(per_level, key=per_level.get)
     ranked = sorted(per_level, key=per_level.get)
-    assert out["freq_mhz"] in ranked[:3], (out["freq_mhz"], best, per_level)
+    assert out["level"] in ranked[:3], (out["level"], best, per_level)
     assert out["energy_j"] > out["probe_energy_j"] > 0
 
 
@@ -385,14 +402,14 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     """A small twin sweep (5 models, 1 rep, with steps.csv): 05 runs after 01-04 and its
     summary figures agree with the package recomputed here."""
     from dvfslab import cli
-    from dvfslab.governors.static import load_fixed
     from dvfslab.pipeline import runner as PL
+    from dvfslab.pipeline.summary import read_summary
 
     data = tmp_path / "sim"
     assert cli.main(["simulate", "--out", str(data), "--models", "bert-small,pythia-70m,bert-base,pythia-160m,bert-large",
                      "--reps", "1", "--no-progress"]) == 0
     out = PL.run_pipeline(data, tmp_path / "run", quick=True, html=False, progress=False, log=lambda s: None)
-    summary = PL.read_summary(out)
+    summary = read_summary(out)
     gov = summary["governors"]
     assert {"maxn", "ffg", "mlg", "mlg-paper", "oracle", "curve", "online"} <= set(gov)
     assert gov["online"]["profiling_steps"] == 26 and "profiling_steps" not in gov["curve"]
@@ -414,11 +431,11 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     sweep = F.sweep_from_dataset(load_dataset(data))
     table = F.feature_table(sweep)
     train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    per = E.replay({"curve": CurveGovernor(fit_curve_model(sweep, table, train))}, sweep, table,
+    per = E.replay({"curve": G.CurveGovernor().fit(TrainingData(sweep, table, train))}, sweep, table,
                    sweep.workload_ids("evaluation"))
     assert per["regret_pct"].mean() == pytest.approx(gov["curve"]["mean_regret_pct"], rel=1e-9)
-    assert CurveGovernor.load(out / "models" / "curve.json").decide(table.iloc[0].to_dict()) is not None
-    assert load_fixed(out / "models" / "ffg.json").freq_mhz == summary["evaluation"]["ffg_freq_mhz"]
+    assert load_governor(out / "models" / "curve.json").decide(table.iloc[0].to_dict()).level is not None
+    assert load_governor(out / "models" / "ffg.json").level_ == summary["evaluation"]["ffg_level"]
     for fig in PL.FIGURES["05_beyond_the_paper"]:
         assert (out / "figures" / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -434,10 +451,10 @@ def test_curve_without_any_feature_is_the_mean_training_curve(tmp_path):
 
     sweep = F.sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path / "ds")))
     no_features = pd.DataFrame({"workload_id": ["tiny-enc/sst2", "tiny-enc/mrpc", "big-dec/qnli"]})
-    model = fit_curve_model(sweep, no_features, ["tiny-enc/sst2", "tiny-enc/mrpc"])
-    model.save(tmp_path / "curve.json")
-    loaded = CurveModel.load(tmp_path / "curve.json")
-    curves = loaded.predict({"workload_id": "big-dec/qnli"})
-    assert curves["freq_mhz"] == [510.0, 612.0, 714.0] and loaded.spec["features"] == []
+    save_governor(curve_gov(fit_curve_model(sweep, no_features, ["tiny-enc/sst2", "tiny-enc/mrpc"])),
+                  tmp_path / "curve.json")
+    loaded = load_governor(tmp_path / "curve.json")
+    curves = loaded.predict_curves({"workload_id": "big-dec/qnli"})
+    assert curves["level"] == [510.0, 612.0, 714.0] and loaded.curve_["features"] == []
     assert curves["energy_rel"] == pytest.approx([0.71859, 0.68652, 0.73636], abs=5e-5)
-    assert CurveGovernor(loaded).decide({"workload_id": "anything"}) == 612.0
+    assert loaded.decide({"workload_id": "anything"}).level == 612.0

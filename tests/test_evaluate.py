@@ -11,8 +11,11 @@ from analysis_fixtures import make_dataset
 
 from dvfslab import analysis as F
 from dvfslab import governors as G
-from dvfslab.analysis import replay as E
+from dvfslab.analysis import TrainingData
 from dvfslab.data.contract import load_dataset
+from dvfslab.evaluation import replay as E
+from dvfslab.governors import registry as R
+from dvfslab.governors.base import LevelGovernor
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +24,8 @@ def setup(tmp_path_factory):
     sweep = F.sweep_from_dataset(ds)
     table = F.feature_table(sweep)
     train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    ctx = G.GovernorContext(sweep, table, train, trees={"mlg": {**G.paper_tree("root"), "name": "mlg"}})
-    govs = G.build_governors(["maxn", "ffg", "mlg-paper", "mlg", "oracle"], ctx)
+    govs = G.build(["maxn", "ffg", "mlg-paper", "oracle"], TrainingData(sweep, table, train))
+    govs["mlg"] = G.PaperTreeGovernor("root").fit(TrainingData(sweep, table, train))  # a tree to replay as mlg
     per = E.replay(govs, sweep, table, sweep.workload_ids("evaluation"))
     return sweep, table, govs, per
 
@@ -30,11 +33,11 @@ def setup(tmp_path_factory):
 def test_definitions_per_workload(setup):
     sweep, table, govs, per = setup
     for _, row in per[per["policy"] == "ffg"].iterrows():
-        wid, f = row["workload_id"], govs["ffg"].freq_mhz
+        wid, f = row["workload_id"], govs["ffg"].level_
         e, t = sweep.at(wid, f)
         e_b, t_b = sweep.baseline_of(wid)
         e_o = min(sweep.curve(wid)[1])
-        assert row["freq_mhz"] == f and not row["snapped"]
+        assert row["level"] == f and not row["snapped"]
         assert row["saving_pct"] == pytest.approx(100 * (1 - e / e_b), rel=1e-12)
         assert row["slowdown_pct"] == pytest.approx(100 * (t / t_b - 1), rel=1e-12)
         assert row["regret_pct"] == pytest.approx(100 * (e - e_o) / e_b, rel=1e-12)
@@ -43,7 +46,7 @@ def test_definitions_per_workload(setup):
 def test_baseline_and_oracle_rows(setup):
     sweep, table, govs, per = setup
     maxn = per[per["policy"] == "maxn"]
-    assert (maxn["saving_pct"] == 0).all() and (maxn["slowdown_pct"] == 0).all() and maxn["freq_mhz"].isna().all()
+    assert (maxn["saving_pct"] == 0).all() and (maxn["slowdown_pct"] == 0).all() and maxn["level"].isna().all()
     oracle = per[per["policy"] == "oracle"].set_index("workload_id")
     assert (oracle["regret_pct"] == 0).all()
     for policy in ("ffg", "mlg", "mlg-paper"):
@@ -82,25 +85,19 @@ def test_summary_keys(setup):
     assert set(d["mlg"]) == set(E.SUMMARY_KEYS) | {"n_workloads"}
 
 
-class _Fixed1000:
-    name = "at-1000"
-
-    def decide(self, workload):
-        return 1000.0
-
-
-class _Refuses:
+class _Refuses(G.Governor):
     name = "refuses"
 
-    def decide(self, workload):
+    def decide(self, workload, probe=None):
         raise G.GovernorError("no features")
 
 
 def test_levels_off_the_table_snap_and_failures_are_recorded(setup):
     sweep, table, _, _ = setup
-    per = E.replay([_Fixed1000(), _Refuses()], sweep, table, sweep.workload_ids("evaluation"))
+    per = E.replay({"at-1000": G.FixedGovernor(1000.0).fit(), "refuses": _Refuses()}, sweep, table,
+                   sweep.workload_ids("evaluation"))
     snap = per[per["policy"] == "at-1000"]
-    assert (snap["freq_mhz"] == 1020.0).all() and snap["snapped"].all() and (snap["decided_freq_mhz"] == 1000.0).all()
+    assert (snap["level"] == 1020.0).all() and snap["snapped"].all() and (snap["decided_level"] == 1000.0).all()
     bad = per[per["policy"] == "refuses"]
     assert bad["saving_pct"].isna().all() and (bad["error"] == "no features").all()
     summary = E.summarize(per).set_index("policy")
@@ -108,32 +105,47 @@ def test_levels_off_the_table_snap_and_failures_are_recorded(setup):
     assert E.summary_dict(E.summarize(per))["refuses"]["mean_saving_pct"] is None
 
 
-def test_a_new_governor_is_a_few_lines(setup):
+class LowestGovernor(LevelGovernor):
+    """A new governor: the lowest level of the training data's table, for every workload."""
+
+    name = "lowest"
+    needs_training = False
+
+    def __init__(self, objective: G.Objective = G.LEAST_ENERGY):
+        self.objective = objective
+
+    def _fit(self, data):
+        self.level_ = min(self._require(data).level_table)
+
+    def level_for(self, workload):
+        return self.level_
+
+
+def test_a_new_governor_is_a_class_and_one_registry_line(setup, monkeypatch):
     sweep, table, _, _ = setup
-
-    @G.register_governor("lowest")
-    def _build(ctx):
-        return G.FixedGovernor(ctx.sweep.freq_table_mhz[0], name="lowest")
-
+    monkeypatch.setattr(R, "GOVERNORS", (*R.GOVERNORS, "test_evaluate:LowestGovernor"))
+    R.registry.cache_clear()
     try:
-        ctx = G.GovernorContext(sweep, table, [])
-        per = E.replay(G.build_governors(["lowest", "maxn"], ctx), sweep, table)
-        assert (per.loc[per["policy"] == "lowest", "freq_mhz"] == 306.0).all()
+        assert "lowest" in R.names()
+        per = E.replay(R.build(["lowest", "maxn"], TrainingData(sweep, table, [])), sweep, table)
+        assert (per.loc[per["policy"] == "lowest", "level"] == 306.0).all()
     finally:
-        G.GOVERNORS.pop("lowest")
+        monkeypatch.undo()
+        R.registry.cache_clear()
+    assert "lowest" not in R.names()
 
 
 def test_fmax_dataset_baseline_is_the_top_level(tmp_path):
     ds = load_dataset(make_dataset(tmp_path / "ds", baseline="fmax", models=["bert-tiny", "bert-base"]))
     sweep = F.sweep_from_dataset(ds)
     table = F.feature_table(sweep)
-    per = E.replay([G.MaxnGovernor(), G.FixedGovernor(1300.5, name="top")], sweep, table)
+    per = E.replay({"maxn": G.MaxnGovernor(), "top": G.FixedGovernor(1300.5).fit()}, sweep, table)
     assert (per["saving_pct"] == 0).all() and (per["slowdown_pct"] == 0).all()
 
 
 def test_paper_comparison_table(setup):
     _, _, _, per = setup
-    summary = {"governors": E.summary_dict(E.summarize(per)), "characterization": {"sweet_spot_mhz": {"min": 612, "max": 1020}},
+    summary = {"governors": E.summary_dict(E.summarize(per)), "characterization": {"optimal_level_range": {"min": 612, "max": 1020}},
                "model_selection": {"loocv_accuracy": 0.5, "grouped_accuracy": None}}
     table = E.paper_comparison(summary, E.summarize(per, by=["size_group"])).set_index("figure")
     assert table.loc["energy-optimal level range (MHz)", "dvfslab"] == "612–1020"

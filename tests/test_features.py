@@ -35,9 +35,9 @@ def ds(tmp_path_factory):
     return load_dataset(make_dataset(tmp_path_factory.mktemp("f") / "ds", reps=3, failed_runs=4))
 
 
-def _level(sweep: F.Sweep, wid: str, freq_mhz: float) -> pd.Series:
+def _level(sweep: F.Sweep, wid: str, level: float) -> pd.Series:
     lv = sweep.levels
-    return lv[(lv["workload_id"] == wid) & (lv["freq_mhz"] == freq_mhz)].iloc[0]
+    return lv[(lv["workload_id"] == wid) & (lv["level"] == level)].iloc[0]
 
 
 def test_level_means_average_only_ok_fixed_runs(tiny):
@@ -55,8 +55,8 @@ def test_a_663_mhz_run_on_the_orin_table_aggregates_to_714(tiny):
     _, _, runs = tiny_frames()
     second_714 = (runs["workload_id"] == "big-dec/qnli") & (runs["gpu_freq_mhz"] == 714.0) & (runs["rep"] == 1)
     runs.loc[second_714, "gpu_freq_mhz"] = 663.0
-    levels = F.level_means(runs, ORIN_FREQS_MHZ).set_index(["workload_id", "freq_mhz"])
-    assert 663.0 not in set(levels.index.get_level_values("freq_mhz"))
+    levels = F.level_means(runs, ORIN_FREQS_MHZ).set_index(["workload_id", "level"])
+    assert 663.0 not in set(levels.index.get_level_values("level"))
     assert levels.loc[("big-dec/qnli", 714.0), "n_ok"] == 2
     assert levels.loc[("big-dec/qnli", 714.0), "energy_j"] == pytest.approx(175.0)  # (170 + 180) / 2
     assert levels.loc[("big-dec/qnli", 612.0), "n_ok"] == 2                          # 612 gets nothing extra
@@ -66,8 +66,8 @@ def test_measured_frequencies_snap_to_the_table(tmp_path):
     ds = load_dataset(make_dataset(tmp_path / "ds", models=["bert-tiny"], tasks=["sst2"]))
     runs = ds.runs.copy()
     runs.loc[runs["gpu_freq_mhz"] == 1300.5, "gpu_freq_mhz"] = 1300.0  # within the contract's 0.5 MHz tolerance
-    levels = F.level_means(runs, ds.freq_table_mhz)
-    assert 1300.5 in set(levels["freq_mhz"]) and 1300.0 not in set(levels["freq_mhz"])
+    levels = F.level_means(runs, ds.levels)
+    assert 1300.5 in set(levels["level"]) and 1300.0 not in set(levels["level"])
 
 
 def test_nearest_measured_level_breaks_ties_upwards(tiny):
@@ -79,7 +79,7 @@ def test_nearest_measured_level_breaks_ties_upwards(tiny):
 
 def test_maxn_baseline_is_the_mean_of_maxn_runs(tiny):
     assert tiny.baseline.loc["tiny-enc/sst2", "baseline"] == "maxn"
-    assert np.isnan(tiny.baseline.loc["tiny-enc/sst2", "freq_mhz"])
+    assert np.isnan(tiny.baseline.loc["tiny-enc/sst2", "level"])
     assert tiny.baseline_of("tiny-enc/sst2") == pytest.approx((122.0, 10.0))  # (120 + 124) / 2 J, 10 s
     assert tiny.baseline_of("big-dec/qnli") == pytest.approx((250.0, 20.0))
 
@@ -88,14 +88,14 @@ def test_fmax_baseline_and_fallback_for_a_workload_without_maxn(tmp_path):
     fmax = load_dataset(make_dataset(tmp_path / "fmax", baseline="fmax", models=["bert-tiny", "bert-base"]))
     sweep = F.sweep_from_dataset(fmax)
     assert set(sweep.baseline["baseline"]) == {"fmax"}
-    assert set(sweep.baseline["freq_mhz"]) == {1300.5}
+    assert set(sweep.baseline["level"]) == {1300.5}
 
     meta, wl, runs = tiny_frames()
     runs = runs[~((runs["workload_id"] == "big-dec/qnli") & (runs["policy"] == "maxn"))]
     base = F.sweep_from_dataset(write_dataset(tmp_path / "part", meta, wl, runs))
     # big-dec/qnli lost its MAXN runs: its baseline is its highest measured level, 1020 MHz
     assert base.baseline.loc["big-dec/qnli", "baseline"] == "fmax"
-    assert base.baseline.loc["big-dec/qnli", "freq_mhz"] == 1020.0
+    assert base.baseline.loc["big-dec/qnli", "level"] == 1020.0
     assert base.baseline_of("big-dec/qnli") == pytest.approx((192.0, 25.0))  # (190 + 194) / 2 J at 1020
     assert base.baseline.loc["tiny-enc/sst2", "baseline"] == "maxn"
 
@@ -103,8 +103,7 @@ def test_fmax_baseline_and_fallback_for_a_workload_without_maxn(tmp_path):
 def test_optimal_levels_by_hand(tiny):
     optima = F.optimal_levels(tiny).set_index("workload_id")
     # least mean energy: sst2 612 (92 J), qnli 714 (175 J), mrpc 510 (48 J)
-    assert optima["opt_freq_mhz"].to_dict() == {"tiny-enc/sst2": 612.0, "big-dec/qnli": 714.0,
-                                                "tiny-enc/mrpc": 510.0}
+    assert optima["opt_level"].to_dict() == {"tiny-enc/sst2": 612.0, "big-dec/qnli": 714.0, "tiny-enc/mrpc": 510.0}
     # 0-based index in the Orin table 306, 408, 510, 612, 714, ...
     assert optima["opt_level_idx"].to_dict() == {"tiny-enc/sst2": 3, "big-dec/qnli": 4, "tiny-enc/mrpc": 2}
     # saving vs MAXN: 100 (1 - 92/122), 100 (1 - 175/250), 100 (1 - 48/80)
@@ -115,9 +114,9 @@ def test_optimal_levels_by_hand(tiny):
     assert optima["u_shaped"].to_dict() == {"tiny-enc/sst2": True, "big-dec/qnli": True, "tiny-enc/mrpc": False}
     # paper labels rank the optima that occur: 510 -> 1, 612 -> 2, 714 -> 3
     assert optima["paper_label"].to_dict() == {"tiny-enc/sst2": 2, "big-dec/qnli": 3, "tiny-enc/mrpc": 1}
-    summary = F.characterization_summary(optima.reset_index())
-    assert summary == {"sweet_spot_mhz": {"min": 510.0, "max": 714.0}, "u_shaped_fraction": pytest.approx(2 / 3),
-                       "n_workloads": 3, "knob": "gpu_freq_mhz", "knob_unit": "MHz"}
+    summary = F.characterization_summary(optima.reset_index(), tiny)
+    assert summary == {"optimal_level_range": {"min": 510.0, "max": 714.0}, "u_shaped_fraction": pytest.approx(2 / 3),
+                       "n_workloads": 3, "knob": "gpu_freq_mhz", "knob_unit": "MHz", "level_table": ORIN_FREQS_MHZ}
 
 
 def test_optimal_levels_find_the_closed_form_optimum(ds):
@@ -126,20 +125,21 @@ def test_optimal_levels_find_the_closed_form_optimum(ds):
     wl = ds.workloads.set_index("workload_id")
     for _, row in optima.iterrows():
         w = wl.loc[row["workload_id"]]
-        assert row["opt_freq_mhz"] == optimal_freq(ORIN_FREQS_MHZ, w["n_layers"], w["avg_seq_len"])
+        assert row["opt_level"] == optimal_freq(ORIN_FREQS_MHZ, w["n_layers"], w["avg_seq_len"])
     assert optima["u_shaped"].all()
 
 
 def test_u_shape_is_false_when_the_minimum_is_at_an_end(tmp_path):
     ds = load_dataset(make_dataset(tmp_path / "ds", models=["bert-tiny"], tasks=["sst2"],
                                    freqs_mhz=[510.0, 612.0]))  # the optimum lies at the lowest level
-    optima = F.optimal_levels(F.sweep_from_dataset(ds))
+    sweep = F.sweep_from_dataset(ds)
+    optima = F.optimal_levels(sweep)
     assert not optima["u_shaped"].any()
-    assert F.characterization_summary(optima)["u_shaped_fraction"] == 0.0
+    assert F.characterization_summary(optima, sweep)["u_shaped_fraction"] == 0.0
 
 
 def test_relative_levels_by_hand(tiny):
-    rel = F.relative_levels(tiny).set_index(["workload_id", "freq_mhz"])
+    rel = F.relative_levels(tiny).set_index(["workload_id", "level"])
     row = rel.loc[("tiny-enc/sst2", 612.0)]
     assert row["time_rel"] == pytest.approx(2.0)               # 20 s / 10 s
     assert row["energy_rel"] == pytest.approx(92.0 / 122.0)    # 0.754
@@ -179,13 +179,23 @@ def test_sweep_round_trips_through_files_exactly(ds, tmp_path):
     pd.testing.assert_frame_equal(back.levels, sweep.levels)
     pd.testing.assert_frame_equal(back.baseline.reset_index(drop=True), sweep.baseline.reset_index(drop=True),
                                   check_dtype=False)
-    assert back.freq_table_mhz == sweep.freq_table_mhz and back.source == "simulated"
+    assert back.level_table == sweep.level_table and back.source == "simulated"
     assert json.loads((tmp_path / "sweep.json").read_text())["baseline"] == "maxn"
 
 
 def test_read_sweep_names_the_missing_step(tmp_path):
     with pytest.raises(F.SweepError, match="01_characterization"):
         F.read_sweep(tmp_path)
+
+
+def test_a_sweep_written_by_an_older_dvfslab_says_how_to_regenerate(ds, tmp_path):
+    F.write_sweep(F.sweep_from_dataset(ds), tmp_path)
+    meta = json.loads((tmp_path / "sweep.json").read_text())
+    meta["freq_table_mhz"] = meta.pop("level_table")  # the key before levels were knob-neutral
+    (tmp_path / "sweep.json").write_text(json.dumps(meta))
+    with pytest.raises(F.SweepError, match=r"older dvfslab .*rerun `dvfslab pipeline --out") as err:
+        F.read_sweep(tmp_path)
+    assert "\n" not in str(err.value)
 
 
 def test_dataset_without_energy_is_refused(ds, tmp_path):
@@ -227,9 +237,12 @@ def test_a_power_limit_sweep_keeps_its_knob_through_files(tmp_path):
     sweep = F.sweep_from_dataset(write_dataset(tmp_path / "ds", meta, workloads, runs))
     assert sweep.knob.name == "power_limit_w"
     assert sweep.baseline_of("w") == (2000.0, 10.0)  # the highest limit, 250 W
-    assert sweep.oracle_freq("w") == 100.0             # 1800 J < 2000 J
+    assert sweep.oracle_level("w") == 100.0             # 1800 J < 2000 J
+    summary = F.characterization_summary(F.optimal_levels(sweep), sweep)
+    assert summary["optimal_level_range"] == {"min": 100.0, "max": 100.0} and summary["level_table"] == [100.0, 250.0]
+    assert (summary["knob"], summary["knob_unit"]) == ("power_limit_w", "W")
     F.write_sweep(sweep, tmp_path / "out")
     back = F.read_sweep(tmp_path / "out")
-    assert back.knob.name == "power_limit_w" and back.freq_table_mhz == (100.0, 250.0)
+    assert back.knob.name == "power_limit_w" and back.level_table == (100.0, 250.0)
     with pytest.raises(F.SweepError, match="not measured at 175 W"):
         back.at("w", 175.0)

@@ -223,9 +223,11 @@ class HalfwayGovernor:
     def __init__(self):
         self.seen = None
 
-    def decide(self, workload):
+    def decide(self, workload, probe=None):
+        from dvfslab.governors.base import Decision
+
         self.seen = dict(workload)
-        return 700.0  # not a level: the callback snaps to the nearest (714)
+        return Decision(700.0)  # not a level: the callback snaps to the nearest (714)
 
 
 def test_governor_decides_from_workload_features(backend, board):

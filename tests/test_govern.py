@@ -13,12 +13,12 @@ from test_cli_hardware import CHILD, ORIGINAL, cli, dvfslab, gone, limits, wait_
 
 from dvfslab import analysis as F
 from dvfslab.data.contract import load_dataset
+from dvfslab.governors import registry as R
 from dvfslab.governors.curve import CurveGovernor
-from dvfslab.governors.curvefit import fit_curve_model
 from dvfslab.governors.errors import GovernorError
-from dvfslab.governors.fit import fit_ffg
+from dvfslab.governors.files import load_governor, save_governor
 from dvfslab.governors.io import features_from_hf_config, load_policy
-from dvfslab.governors.static import load_fixed, save_fixed
+from dvfslab.governors.static import FixedGovernor
 
 # the command run under `dvfslab govern`: exits with 7 when the GPU is pinned at the given Hz, else 1
 PINNED = ("import sys; d, hz = sys.argv[1], int(sys.argv[2]); "
@@ -33,9 +33,9 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("govern")
     sweep = F.sweep_from_dataset(load_dataset(make_dataset(root / "ds")))
     table = F.feature_table(sweep)
-    train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    CurveGovernor(fit_curve_model(sweep, table, train)).save(root / "curve.json")
-    save_fixed(fit_ffg(sweep, train), root / "ffg.json")
+    data = F.TrainingData(sweep, table, list(table.loc[table["split"] == "characterization", "workload_id"]))
+    save_governor(CurveGovernor().fit(data), root / "curve.json")
+    save_governor(FixedGovernor().fit(data), root / "ffg.json")
     return root
 
 
@@ -68,11 +68,13 @@ def test_sigterm_to_govern_forwards_restores_and_exits_143(orin_jp6, tmp_path):
 
 def test_refusals_are_one_line_and_touch_nothing(orin_jp6, capsys, fake_kernel_env, tmp_path):
     rc, _, err = cli(capsys, "govern", "--policy", "online", "--sysfs-root", orin_jp6.root, "--", "true")
-    assert rc == 2 and "online governor" in err and "OnlineProfiler" in err and err.count("\n") == 1
+    assert rc == 2 and "online governor" in err and "OnlineDvfsCallback" in err and err.count("\n") == 1
     rc, _, err = cli(capsys, "govern", "--policy", "profiled", "--model", tmp_path / "profiled.json",
                      "--sysfs-root", orin_jp6.root, "--", "true")
-    assert rc == 2 and "profiled governor" in err and "decide_from_steps" in err and "DvfsCallback" in err
+    assert rc == 2 and "profiled governor" in err and "OnlineDvfsCallback" in err and "load_governor" in err
     assert err.count("\n") == 1
+    rc, _, err = cli(capsys, "govern", "--policy", "nope", "--", "true")
+    assert rc == 2 and "unknown governor 'nope'" in err and err.count("\n") == 1
     rc, _, err = cli(capsys, "govern", "--policy", "mlg", "--layers", "4", "--", "true")
     assert rc == 2 and "needs --model FILE" in err and "mlg-paper" in err
     rc, _, err = cli(capsys, "govern", "--policy", "mlg-paper", "--layers", "12", "--avg-seq-len", "60",
@@ -81,23 +83,51 @@ def test_refusals_are_one_line_and_touch_nothing(orin_jp6, capsys, fake_kernel_e
     rc, _, err = cli(capsys, "govern", *PAPER, "--sysfs-root", tmp_path, "--", "true")
     assert rc == 2 and "no Jetson GPU clock control" in err and "--backend sim" in err
     rc, _, err = cli(capsys, "govern", *PAPER, "--max-slowdown", "10", "--", "true")
-    assert rc == 2 and "needs --time-model FILE" in err
+    assert rc == 2 and "needs a time model" in err and "--time-model FILE" in err
     assert limits(orin_jp6) == ORIGINAL
 
 
+def test_govern_accepts_what_its_help_and_the_readme_list(capsys):
+    """--policy's choices come from the registry: the governors usable from a command line."""
+    import re
+    from pathlib import Path
+
+    usable = R.command_line_names()
+    assert {"ffg", "mlg-paper", "mlg", "curve"} <= set(usable)
+    from dvfslab.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["govern", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "--policy {" + ",".join(usable) + "}" in out
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    row = re.search(r"`dvfslab govern --policy \{([^}]*)\}", readme)
+    assert row and row.group(1).split(",") == usable
+    refused = [n for n in R.names() if n not in usable]
+    assert all(R.governor_class(n).command_line for n in refused) and "online" in refused
+
+
+def test_a_power_limit_governor_is_refused_by_govern(models, tmp_path):
+    ffg = load_governor(models / "ffg.json")
+    ffg.knob_ = "power_limit_w"
+    save_governor(ffg, tmp_path / "watts.json")
+    with pytest.raises(GovernorError, match="decides GPU power limit levels .W.; dvfslab govern sets the GPU clock"):
+        load_policy("ffg", tmp_path / "watts.json")
+
+
 def test_saved_curve_and_ffg_files_drive_govern(models, orin_jp6, capsys, fake_kernel_env):
-    ffg = load_fixed(models / "ffg.json")
+    ffg = load_governor(models / "ffg.json")
     rc, out, _ = cli(capsys, "govern", "--policy", "ffg", "--model", models / "ffg.json", "--dry-run")
-    assert rc == 0 and out.strip() == f"{ffg.freq_mhz:g}"
+    assert rc == 0 and out.strip() == f"{ffg.level_:g}"
     feats = {"n_layers": 24, "hidden_size": 1024, "avg_seq_len": 50, "params_m": 335, "is_decoder": 0, "gpu_util_pct": 80}
-    curve = CurveGovernor.load(models / "curve.json")
-    want = curve.decide(feats)
+    curve = load_governor(models / "curve.json", policy="curve")
+    want = curve.decide(feats).level
     args = ["--layers", "24", "--hidden-size", "1024", "--avg-seq-len", "50", "--params-m", "335",
             "--model-type", "encoder", "--gpu-util", "80"]
     rc, out, _ = cli(capsys, "govern", "--policy", "curve", "--model", models / "curve.json", *args, "--dry-run")
     assert rc == 0 and float(out) == want
     # with a 0 % limit only levels predicted at least as fast as the baseline qualify (or none: default clock)
-    limited = load_policy("curve", models / "curve.json", max_slowdown_pct=0.0).decide(feats)
+    limited = load_policy("curve", models / "curve.json", max_slowdown_pct=0.0).decide(feats).level
     hz = 0 if limited is None else round(limited * 1e6)
     rc, _, err = cli(capsys, "govern", "--policy", "curve", "--model", models / "curve.json", *args,
                      "--max-slowdown", "0", "--sysfs-root", orin_jp6.root, "--",
@@ -108,8 +138,8 @@ def test_saved_curve_and_ffg_files_drive_govern(models, orin_jp6, capsys, fake_k
     # a level-only governor with a limit uses the curve model's time curve
     guarded = load_policy("ffg", models / "ffg.json", max_slowdown_pct=5.0, time_model=models / "curve.json")
     curves = curve.predict_curves(feats)
-    pred = dict(zip(curves["freq_mhz"], curves["time_rel"], strict=True))
-    got = guarded.decide(feats)
+    pred = dict(zip(curves["level"], curves["time_rel"], strict=True))
+    got = guarded.decide(feats).level
     assert got is None or pred[got] <= 1.05
 
 
@@ -134,22 +164,22 @@ def test_sim_backend_locks_the_twin_not_this_machine(capsys):
 
 def test_dvfs_callback_takes_the_new_governors(models, orin_jp6, tmp_path):
     pytest.importorskip("transformers")
-    from dvfslab.governors.online import OnlineProfiler
+    from dvfslab.governors.online import OnlineGovernor
     from dvfslab.harness.finetune import DvfsCallback
     from dvfslab.hw.jetson.backend import open_backend
 
     backend = open_backend(io=orin_jp6.io(), state_dir=tmp_path / "state")
     feats = {"n_layers": 24, "hidden_size": 1024, "avg_seq_len": 50, "params_m": 335, "is_decoder": 0, "gpu_util_pct": 80}
-    curve = CurveGovernor.load(models / "curve.json")
+    curve = load_governor(models / "curve.json")
     for gov in (curve, load_policy("curve", models / "curve.json", max_slowdown_pct=150.0)):
-        want = gov.decide(feats)
+        want = gov.decide(feats).level
         cb = DvfsCallback(backend, governor=gov, features=feats)
         cb.start()
         if want is not None:
             assert orin_jp6.state()["max_freq_hz"] == orin_jp6.state()["min_freq_hz"] == round(want * 1e6)
         cb.close()
         assert limits(orin_jp6) == ORIGINAL
-    cb = DvfsCallback(backend, governor=OnlineProfiler(backend.clocks.levels_mhz()), features=feats)
+    cb = DvfsCallback(backend, governor=OnlineGovernor(), features=feats)
     with pytest.raises(GovernorError, match="chosen during the run"):
         cb.start()
     cb.close()

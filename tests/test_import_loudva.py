@@ -101,7 +101,7 @@ def test_each_concurrency_is_a_workload_and_its_optimum_by_hand(ten_rows):
     assert wl["split"].tolist() == ["characterization", "evaluation"] * 2 + ["characterization"]
     optima = F.optimal_levels(F.sweep_from_dataset(ds)).set_index("workload_id")
     # the table above: 828.75 MHz uses less energy per inference at every concurrency
-    assert set(optima["opt_freq_mhz"]) == {828.75}
+    assert set(optima["opt_level"]) == {828.75}
     # concurrency 1: 1 - 0.62489645 / 0.74142553 = 15.717 % saved against the highest clock
     assert optima.loc["agx-xavier/inception_v3/c001", "oracle_saving_pct"] == pytest.approx(15.717, abs=2e-3)
 

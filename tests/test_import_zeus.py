@@ -124,13 +124,13 @@ def test_energy_is_time_times_average_power(imported):
 def test_optimum_and_baseline_by_hand(imported):
     optima = F.optimal_levels(F.sweep_from_dataset(load_dataset(imported.path))).set_index("workload_id")
     # SQuAD: 344.2, 318.1, 315.3, 332.0, 353.8, 375.6, 393.7 kJ -> least at 150 W, an interior minimum
-    assert optima.loc[SQUAD, "opt_freq_mhz"] == 150.0 and optima.loc[SQUAD, "u_shaped"]
+    assert optima.loc[SQUAD, "opt_level"] == 150.0 and optima.loc[SQUAD, "u_shaped"]
     assert optima.loc[SQUAD, "baseline_energy_j"] == pytest.approx(393731.909, rel=2e-6)  # 250 W, the default
     assert optima.loc[SQUAD, "oracle_saving_pct"] == pytest.approx(19.92758, abs=1e-3)  # 1 - 315270.7 / 393731.9
     # ShuffleNet measured at 100 and 125 W only: its baseline is 125 W, its own highest limit
-    assert optima.loc[SHUFFLE_ADADELTA, "opt_freq_mhz"] == 100.0  # 979.5 J < 1007.4 J
+    assert optima.loc[SHUFFLE_ADADELTA, "opt_level"] == 100.0  # 979.5 J < 1007.4 J
     assert optima.loc[SHUFFLE_ADADELTA, "oracle_saving_pct"] == pytest.approx(2.76070, abs=1e-3)
-    assert optima.loc[SHUFFLE_ADAM, "opt_freq_mhz"] == 125.0  # 1008.9 J > 952.9 J
+    assert optima.loc[SHUFFLE_ADAM, "opt_level"] == 125.0  # 1008.9 J > 952.9 J
     assert optima.loc[SHUFFLE_ADAM, "oracle_saving_pct"] == pytest.approx(0.0, abs=1e-9)
 
 
@@ -235,14 +235,14 @@ def test_cli_imports_the_bundled_v100_trace(tmp_path, capsys):
 
 
 def test_pipeline_notebooks_01_to_03_run_on_an_imported_trace(imported, tmp_path):
-    from dvfslab.pipeline.runner import read_summary, run_pipeline
+    from dvfslab.pipeline import read_summary, run_pipeline
 
     out = run_pipeline(imported.path, tmp_path / "run", quick=True, html=False, progress=False, log=lambda _: None,
                        notebooks=("01_characterization", "02_feature_engineering", "03_model_selection_loocv"))
     ch = read_summary(out)["characterization"]
     assert (ch["knob"], ch["knob_unit"]) == ("power_limit_w", "W")
-    assert ch["sweet_spot_w"] == {"min": 100.0, "max": 150.0}  # the three optima above
-    assert "sweet_spot_mhz" not in ch and ch["power_limit_table_w"][-1] == 250.0
+    assert ch["optimal_level_range"] == {"min": 100.0, "max": 150.0}  # the three optima above, in W
+    assert ch["level_table"][-1] == 250.0
     nb01 = json.loads((out / "01_characterization.ipynb").read_text())
     printed = "".join("".join(o.get("text", "")) for c in nb01["cells"] for o in c.get("outputs", []))
     assert "GPU power limit levels (W): 100, 125, 150, 175, 200, 225, 250" in printed
@@ -252,7 +252,7 @@ def test_pipeline_notebooks_01_to_03_run_on_an_imported_trace(imported, tmp_path
 def test_notebook_04_on_an_imported_trace_leaves_out_the_clock_tree_and_says_why(imported, tmp_path):
     """On a power-limit knob: no `mlg-paper` (it answers MHz), no `profiled` (no steps in the trace),
     and the recommendation says why each is missing."""
-    from dvfslab.pipeline.runner import read_summary, run_pipeline
+    from dvfslab.pipeline import read_summary, run_pipeline
 
     out = run_pipeline(imported.path, tmp_path / "run", quick=True, html=False, progress=False, log=lambda _: None,
                        notebooks=("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
@@ -263,6 +263,6 @@ def test_notebook_04_on_an_imported_trace_leaves_out_the_clock_tree_and_says_why
     nb04 = json.loads((out / "04_governor_evaluation.ipynb").read_text())
     shown = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/markdown", ""))
                     for c in nb04["cells"] for o in c.get("outputs", []))
-    assert "the knob is GPU power limit (W): the paper's tree, which answers GPU clocks, is left out" in shown
+    assert "mlg-paper is left out: it decides the GPU level (MHz) and the knob here is the GPU power limit (W)" in shown
     assert "`profiled` was not a candidate" in shown
     assert "FFG level: " in shown and " MHz (least" not in shown and "MHz" not in summary["recommended"]["reason"]

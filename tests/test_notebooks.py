@@ -1,7 +1,7 @@
 """The notebook series run by papermill (``dvfslab pipeline``), checked against runs.csv.
 
 The expected numbers are recomputed here from the raw CSV files with the standard library,
-independently of dvfslab.analysis.aggregate / dvfslab.analysis.replay: the oracle's and FFG's savings must match
+independently of dvfslab.analysis.aggregate / dvfslab.evaluation.replay: the oracle's and FFG's savings must match
 summary.json to floating-point rounding.
 """
 
@@ -19,7 +19,8 @@ import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, XAVIER_FREQS_MHZ, make_dataset
 
 from dvfslab import cli
-from dvfslab.governors.tree import TreeGovernor
+from dvfslab.governors import registry as R
+from dvfslab.governors.files import load_governor
 from dvfslab.pipeline import runner as PL
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -41,7 +42,7 @@ def _mean(xs):
 
 
 def reference(data_dir: Path) -> dict:
-    """Oracle and FFG savings, sweet spot and U-shape share, straight from the CSV files."""
+    """Oracle and FFG savings, the range of optimal levels and U-shape share, straight from the CSV files."""
     meta = json.loads((data_dir / "meta.json").read_text())
     with open(data_dir / "workloads.csv", newline="") as fh:
         split = {r["workload_id"]: r["split"] for r in csv.DictReader(fh)}
@@ -83,8 +84,8 @@ def reference(data_dir: Path) -> dict:
 
     ffg_at = {w: min(curves[w], key=lambda f: (abs(f - ffg), -f)) for w in test}  # nearest measured level
     return {
-        "n_workloads": len(curves), "ffg_freq_mhz": ffg, "eval_split": eval_split,
-        "sweet_spot": (min(oracle_f.values()), max(oracle_f.values())),
+        "n_workloads": len(curves), "ffg_level": ffg, "eval_split": eval_split,
+        "optimal_level_range": (min(oracle_f.values()), max(oracle_f.values())),
         "u_shaped": _mean([1.0 if min(c) < oracle_f[w] < max(c) else 0.0 for w, c in curves.items()]),
         "oracle": [saving(w, oracle_f[w]) for w in test], "oracle_slowdown": [slowdown(w, oracle_f[w]) for w in test],
         "ffg": [saving(w, ffg_at[w]) for w in test], "ffg_slowdown": [slowdown(w, ffg_at[w]) for w in test],
@@ -101,7 +102,7 @@ def check_summary(out: Path, data: Path) -> dict:
     assert summary["baseline"] == json.loads((data / "meta.json").read_text())["baseline"]
     assert summary["n_workloads"] == ref["n_workloads"]
     ch = summary["characterization"]
-    assert (ch["sweet_spot_mhz"]["min"], ch["sweet_spot_mhz"]["max"]) == ref["sweet_spot"]
+    assert (ch["optimal_level_range"]["min"], ch["optimal_level_range"]["max"]) == ref["optimal_level_range"]
     assert ch["u_shaped_fraction"] == pytest.approx(ref["u_shaped"], abs=1e-12)
     ms = summary["model_selection"]
     assert isinstance(ms["best_model"], str) and ms["best_model"].startswith("tree(")
@@ -113,7 +114,7 @@ def check_summary(out: Path, data: Path) -> dict:
         assert set(gov[name]) >= set(GOVERNOR_KEYS), name
     close = {"rel": 1e-9, "abs": 1e-9}
     assert summary["evaluation"]["eval_split"] == ref["eval_split"]
-    assert summary["evaluation"]["ffg_freq_mhz"] == ref["ffg_freq_mhz"]
+    assert summary["evaluation"]["ffg_level"] == ref["ffg_level"]
     for name in ("oracle", "ffg"):
         assert gov[name]["mean_saving_pct"] == pytest.approx(_mean(ref[name]), **close), name
         assert gov[name]["max_saving_pct"] == pytest.approx(max(ref[name]), **close), name
@@ -143,7 +144,7 @@ def check_outputs(out: Path, html: bool = True) -> None:
     for table in ("sweep_levels", "features", "cv_results", "cv_summary", "evaluation_per_workload",
                   "evaluation_summary", "evaluation_by_size", "paper_vs_dvfslab"):
         assert (out / "tables" / f"{table}.csv").stat().st_size > 0, table
-    TreeGovernor.load(out / "models" / "mlg.json")
+    assert load_governor(out / "models" / "mlg.json", policy="mlg").tree_["nodes"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,6 +166,10 @@ def test_notebook_is_thin_parameterized_and_without_outputs(name):
     sources = "\n".join(c.source for c in book.cells)
     for fig in PL.FIGURES[name]:
         assert f'"{fig}.png"' in sources
+    # governor lists among the parameters name registered governors (the notebook validates them too)
+    for var, value in re.findall(r"^(\w+): list = (\[.*?\])", params[0].source, re.M):
+        if var.endswith(("NAMES", "CANDIDATES")):
+            assert set(json.loads(value)) <= set(R.names()), var
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,7 +206,7 @@ def test_quick_cli_on_another_board_without_maxn_and_with_missing_features(tmp_p
     check_outputs(out, html=False)
     summary = check_summary(out, data)
     assert summary["baseline"] == "fmax" and summary["pipeline"]["quick"] is True
-    assert summary["characterization"]["freq_table_mhz"] == XAVIER_FREQS_MHZ
+    assert summary["characterization"]["level_table"] == XAVIER_FREQS_MHZ
     assert "hidden_size" in summary["features"]["dropped"]
     assert "hidden_size" not in summary["model_selection"]["features_used"]
     assert "avg_seq_len" in summary["model_selection"]["features_used"]
@@ -237,3 +242,16 @@ def test_default_output_folder_is_timestamped():
 
     assert PL.default_out_dir(datetime(2026, 1, 2, 3, 4, 5)) == Path("runs") / "20260102-030405"
     assert PL.default_data_dir().resolve() == (REPO / "data" / "replay").resolve()
+
+
+def test_a_summary_written_by_an_older_dvfslab_says_how_to_regenerate(tmp_path):
+    from dvfslab.core.errors import DvfsError
+    from dvfslab.pipeline.summary import read_summary
+
+    (tmp_path / "summary.json").write_text(json.dumps({"characterization": {"sweet_spot_mhz": {"min": 1, "max": 2}}}))
+    with pytest.raises(DvfsError, match=r"characterization.sweet_spot_mhz is now characterization.optimal_level_range"
+                                        r".*`dvfslab pipeline --data DATASET --out ") as err:
+        read_summary(tmp_path)
+    assert "\n" not in str(err.value)
+    (tmp_path / "summary.json").write_text(json.dumps({"evaluation": {"ffg_level": 612.0}}))
+    assert read_summary(tmp_path) == {"evaluation": {"ffg_level": 612.0}}

@@ -14,7 +14,8 @@ pytest.importorskip("transformers")
 
 from test_cli_hardware import ORIGINAL, limits  # noqa: E402
 
-from dvfslab.governors.online import OnlineProfiler  # noqa: E402
+from dvfslab.governors.base import Decision  # noqa: E402
+from dvfslab.governors.online import OnlineGovernor  # noqa: E402
 from dvfslab.harness.callback import DvfsCallback  # noqa: E402
 from dvfslab.harness.online_callback import OnlineDvfsCallback  # noqa: E402
 from dvfslab.harness.policy import LevelPolicy  # noqa: E402
@@ -184,8 +185,8 @@ class Fixed:
     def __init__(self, mhz):
         self.mhz, self.name = mhz, "stub"
 
-    def decide(self, features):
-        return self.mhz
+    def decide(self, features, probe=None):
+        return Decision(self.mhz)
 
 
 def test_governor_choice_snaps_to_a_level_ties_going_up():
@@ -229,16 +230,37 @@ def test_online_probes_fits_and_locks_the_true_minimum():
     n = cb.profiler.profiling_steps
     seen = fake_training(backend, cb, n + 4)
     assert seen[:n] == cb.levels_by_step[:n] == cb.profiler.schedule
-    assert cb.profiler.chosen_mhz == 408.0 and seen[n:] == [408.0] * 4
-    for f, energy_j, time_s in cb.profiler.observed:  # each probing step, measured exactly
+    assert cb.profiler.chosen_level == 408.0 and seen[n:] == [408.0] * 4
+    for f, time_s, energy_j in cb.profiler.observed:  # each probing step, measured exactly
         assert time_s == pytest.approx(step_time_s(f), rel=1e-9)
         assert energy_j == pytest.approx(power_w(f) * step_time_s(f), rel=1e-9)
     assert backend.clocks.locked_mhz is None and not cb.sampler.running
 
 
+def test_the_profiled_governor_runs_live_through_the_same_callback():
+    """Any probing governor goes through the one interface: the profiled governor's probe runs at
+    the board's default clock (nothing locked), then its level holds. Its model here has zero
+    slopes: ln(E / E_b) = -0.1 at 408 MHz and -0.3 at 1020 MHz, so 1020 MHz whatever it measures."""
+    from dvfslab.governors.profiled import ProfiledGovernor
+
+    gov = ProfiledGovernor(probe_steps=3, warmup_steps=1)
+    gov.knob_, gov.curve_ = "gpu_freq_mhz", {
+        "features": ["probe_power_w"], "transforms": {"probe_power_w": "log"}, "impute": {"probe_power_w": 10.0},
+        "mean": [0.0], "scale": [1.0], "levels": [408.0, 1020.0],
+        "energy": {"intercept": [-0.1, -0.3], "coef": [[0.0, 0.0]]}, "time": {"intercept": [0.5, 0.2], "coef": [[0.0, 0.0]]}}
+    backend = fake_backend()
+    cb = OnlineDvfsCallback(backend, gov, workload={"gpu_util_pct": 60.0}, sample_period_s=0.01)
+    seen = fake_training(backend, cb, 4 + 2)
+    assert seen == [BOARD_MHZ] * 4 + [1020.0] * 2 and backend.clocks.locks == [1020.0]
+    assert cb.profiler.decision().level == 1020.0 and len(cb.profiler.decision().probed) == 4
+    for level, time_s, energy_j in cb.profiler.observed:  # measured at the default clock
+        assert level is None and time_s == pytest.approx(step_time_s(BOARD_MHZ), rel=1e-9)
+        assert energy_j == pytest.approx(power_w(BOARD_MHZ) * step_time_s(BOARD_MHZ), rel=1e-9)
+
+
 def test_online_failing_step_still_restores_the_clocks():
     backend = fake_backend()
-    cb = OnlineDvfsCallback(backend, OnlineProfiler(LEVELS, coarse_steps=1, fine_steps=1), sample_period_s=0.01)
+    cb = OnlineDvfsCallback(backend, OnlineGovernor(coarse_steps=1, fine_steps=1), sample_period_s=0.01)
     with pytest.raises(RuntimeError, match="blew up"):
         fake_training(backend, cb, 10, fail_at=3)
     assert backend.clocks.locked_mhz is None and backend.clocks.resets == 1 and not cb.sampler.running
@@ -262,12 +284,12 @@ def test_inside_a_real_trainer_with_a_tiny_model(orin_jp6, tmp_path):
     orin_jp6.set_rail("VDD_GPU_SOC", 5000.0)
     orin_jp6.set_rail("VDD_CPU_CV", 2000.0)
     backend = open_backend(io=orin_jp6.io(), state_dir=tmp_path / "state")
-    prof = OnlineProfiler(LEVELS, coarse_steps=1, fine_steps=1)  # 1 + 5 + 3 = 9 probing steps
-    cb, spy = OnlineDvfsCallback(backend, prof, sample_period_s=0.005), ClockSpy(orin_jp6)
+    cb = OnlineDvfsCallback(backend, OnlineGovernor(coarse_steps=1, fine_steps=1), sample_period_s=0.005)
+    prof, spy = cb.profiler, ClockSpy(orin_jp6)  # 1 + 5 + 3 = 9 probing steps
     with cb:
         res = finetune(TINY_BERT, "synthetic:sst2", backend=backend, steps=prof.profiling_steps + 2,
                        callbacks=[cb, spy], **QUICK)
     at_step_end = [s["cur_freq_hz"] / 1e6 for s in spy.states]
-    assert at_step_end[:9] == prof.schedule and at_step_end[9:] == [prof.chosen_mhz] * 2
+    assert at_step_end[:9] == prof.schedule and at_step_end[9:] == [prof.chosen_level] * 2
     assert prof.done and res.run["status"] == "ok"
     assert limits(orin_jp6) == ORIGINAL

@@ -13,10 +13,11 @@ from analysis_fixtures import make_dataset  # noqa: E402
 from dvfslab.analysis import aggregate as F
 from dvfslab.analysis import features as FT
 from dvfslab.analysis import plots as P
-from dvfslab.analysis import replay as E
-from dvfslab.analysis import selection as S
+from dvfslab.analysis.training import TrainingData
 from dvfslab.data.contract import load_dataset  # noqa: E402
-from dvfslab.governors import base as G
+from dvfslab.evaluation import replay as E
+from dvfslab.evaluation import selection as S
+from dvfslab.governors import registry as G
 from dvfslab.governors.tree import paper_tree
 
 
@@ -28,7 +29,7 @@ def frames(tmp_path_factory):
     table = FT.feature_table(sweep)
     optima = F.optimal_levels(sweep)
     train = list(table.loc[table["split"] == "characterization", "workload_id"])
-    govs = G.build_governors(["maxn", "ffg", "oracle", "mlg-paper"], G.GovernorContext(sweep, table, train))
+    govs = G.build(["maxn", "ffg", "oracle", "mlg-paper"], TrainingData(sweep, table, train))
     per = E.replay(govs, sweep, table, sweep.workload_ids("evaluation"))
     models = {n: m for n, m in S.candidate_models(quick=True).items() if n in ("tree(depth=2,leaf=1,gini)", "knn")}
     cv = S.summarize_cv(S.fold_metrics(S.cross_validate(models, table[table["workload_id"].isin(train)], sweep,
@@ -39,13 +40,13 @@ def frames(tmp_path_factory):
 def _figures(f, simulated):
     sweep, table, per = f["sweep"], f["table"], f["per"]
     rel = F.long_form(F.relative_levels(sweep), ["time_rel", "power_rel", "energy_rel"],
-                      ["workload_id", "model", "params_m", "freq_mhz"])
+                      ["workload_id", "model", "params_m", "level"])
     levels = sweep.levels.merge(sweep.workloads[["workload_id", "model", "task"]], on="workload_id")
     return {
         "sweep_curves": P.sweep_curves(rel, simulated),
         "u_curves": P.u_curves(levels, f["optima"], simulated),
         "heatmap": P.optimal_heatmap(table, simulated),
-        "features": P.feature_relations(F.long_form(table, ["n_layers", "avg_seq_len"], ["model_type", "opt_freq_mhz"],
+        "features": P.feature_relations(F.long_form(table, ["n_layers", "avg_seq_len"], ["model_type", "opt_level"],
                                                     var_name="feature"), simulated),
         "cv": P.cv_comparison(S.comparison(f["cv"], "tree(depth=2,leaf=1,gini)"), simulated),
         "tree": P.tree_diagram(paper_tree(), simulated),
@@ -92,7 +93,7 @@ def test_model_selection_figure_without_any_cv():
     import pandas as pd
 
     no_predictions = pd.DataFrame(columns=["model", "family", "scheme", "held_out", "workload_id", "true_idx",
-                                           "pred_idx", "pred_freq_mhz", "regret_pct"])
+                                           "pred_idx", "pred_level", "regret_pct"])
     summary = S.summarize_cv(S.fold_metrics(no_predictions), ["tree(depth=2,leaf=1,gini)", "knn"])
     fig = P.cv_comparison(S.comparison(summary, "tree(depth=2,leaf=1,gini)"), True)
     assert "fewer than two training workloads" in fig.axes[0].texts[0].get_text()
@@ -113,7 +114,7 @@ def test_a_power_limit_knob_labels_axes_titles_and_leaves_in_watts(frames):
     watts = get_knob("power_limit_w")
     f = frames
     rel = F.long_form(F.relative_levels(f["sweep"]), ["time_rel", "energy_rel"], ["workload_id", "model", "params_m",
-                                                                                  "freq_mhz"])
+                                                                                  "level"])
     levels = f["sweep"].levels.merge(f["sweep"].workloads[["workload_id", "model", "task"]], on="workload_id")
     curves = P.sweep_curves(rel, False, knob=watts)
     assert {a.get_xlabel() for a in curves.axes} == {"GPU power limit (W)"}
@@ -124,7 +125,7 @@ def test_a_power_limit_knob_labels_axes_titles_and_leaves_in_watts(frames):
     assert heat._suptitle.get_text() == "Energy-optimal GPU power limit"
     assert heat.axes[1].get_ylabel() == "optimal level (W)"  # the colour bar
     tree = {"nodes": [{"feature": "batch_size", "threshold": 64.0, "left": 1, "right": 2},
-                      {"freq_mhz": 150.0}, {"freq_mhz": 225.0}]}
+                      {"level": 150.0}, {"level": 225.0}]}
     leaves = {t.get_text() for t in P.tree_diagram(tree, False, knob=watts).axes[0].texts}
     assert {"150 W", "225 W"} <= leaves
     plt.close("all")
@@ -135,7 +136,7 @@ def test_heatmap_by_batch_size_when_a_model_task_has_several_workloads():
 
     # two batch sizes of one model and task, two optimizers at batch 8: cell = their median
     table = pd.DataFrame({"model": ["net"] * 3, "task": ["data"] * 3, "params_m": [1.0] * 3,
-                          "batch_size": [8.0, 8.0, 16.0], "opt_freq_mhz": [100.0, 150.0, 200.0]})
+                          "batch_size": [8.0, 8.0, 16.0], "opt_level": [100.0, 150.0, 200.0]})
     fig = P.optimal_heatmap(table, False)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16"] and ax.get_xlabel() == "batch size"

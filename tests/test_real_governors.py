@@ -23,7 +23,7 @@ dvfslab:
 
 The rule "never below FFG" is checked as the recommendation's own rule would state it: the
 nested recommendation's mean regret exceeds FFG's by no more than the CV noise (one standard
-error of the per-fold difference, :func:`dvfslab.analysis.recommend.versus_fallback`).
+error of the per-fold difference, :func:`dvfslab.evaluation.recommend.versus_fallback`).
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from pathlib import Path
 import pytest
 
 from dvfslab import analysis as F
-from dvfslab.analysis import selection as S
-from dvfslab.analysis.govcv import cv_replay
-from dvfslab.analysis.recommend import nested_recommended, versus_fallback
 from dvfslab.data.contract import load_dataset
 from dvfslab.data.zeus import import_zeus
+from dvfslab.evaluation import selection as S
+from dvfslab.evaluation.govcv import cv_replay
+from dvfslab.evaluation.recommend import nested_recommended, versus_fallback
+from dvfslab.governors import registry as R
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
@@ -104,9 +105,10 @@ def _tree():
 
 def test_ffg_under_leave_one_network_out_by_hand(four_networks):
     sweep, table, ids = four_networks
-    cv = cv_replay(sweep, table, ["oracle", "ffg"], ids, schemes=["lomo"]).set_index(["policy", "workload_id"])
+    cv = cv_replay(R.make_all(["oracle", "ffg"]), F.TrainingData(sweep, table, ids), schemes=["lomo"])
+    cv = cv.set_index(["policy", "workload_id"])
     for wid, (limit_w, regret_pct) in FFG_BY_HAND.items():
-        assert cv.loc[("ffg", wid), "freq_mhz"] == limit_w  # the level column holds the knob's level (W)
+        assert cv.loc[("ffg", wid), "level"] == limit_w  # the level column holds the knob's level (W)
         assert cv.loc[("ffg", wid), "regret_pct"] == pytest.approx(regret_pct, abs=TOL_PTS)
         assert cv.loc[("oracle", wid), "saving_pct"] == pytest.approx(ORACLE_SAVING_PCT[wid], abs=1e-3)
     assert cv.loc["ffg", "regret_pct"].mean() == pytest.approx(FFG_MEAN_REGRET_PCT, abs=TOL_PTS)
@@ -114,9 +116,11 @@ def test_ffg_under_leave_one_network_out_by_hand(four_networks):
 
 def test_recommended_is_never_below_ffg_on_four_real_networks(four_networks):
     sweep, table, ids = four_networks
-    cols = ["n_layers", "params_m", "batch_size"]
-    cv = cv_replay(sweep, table, ["ffg", "mlg", "curve"], ids, tree_model=_tree(), feature_cols=cols, schemes=["lomo"])
-    nested = nested_recommended(sweep, table, ids, ["mlg", "curve"], tree_model=_tree(), feature_cols=cols)
+    protos = R.make_all(["ffg", "mlg", "curve"], {"mlg": {"estimator": _tree(), "features": ["n_layers", "params_m",
+                                                                                              "batch_size"]}})
+    data = F.TrainingData(sweep, table, ids)
+    cv = cv_replay(protos, data, schemes=["lomo"])
+    nested = nested_recommended(protos, data, ["mlg", "curve"])
     assert sorted(nested["workload_id"]) == sorted(ids) and nested["held_out"].nunique() == 4
     assert set(nested["chosen"]) <= {"ffg", "mlg", "curve"}
     d = versus_fallback(cv, nested)
@@ -151,9 +155,11 @@ def test_recommended_is_never_below_ffg_on_every_bundled_trace(gpu, tmp_path):
 
 def test_profiled_is_not_replayed_without_steps(four_networks):
     """The trace has one figure per epoch: no steps.csv, no steps count, so no probe to read."""
-    sweep, _, ids = four_networks
-    from dvfslab.governors.fit import ProbeSource
+    sweep, table, ids = four_networks
+    from dvfslab.analysis.steps import StepSource
 
     ds = load_dataset(sweep.dataset)
     assert ds.steps is None and ds.runs["steps"].isna().all()
-    assert not ProbeSource.from_dataset(sweep).covers(ids)
+    assert not StepSource.from_sweep(sweep).covers(ids, 6)
+    _, left_out = R.usable(R.make_all(["ffg", "profiled"]), F.TrainingData(sweep, table, ids))
+    assert list(left_out) == ["profiled"] and "no steps at the default level" in left_out["profiled"]

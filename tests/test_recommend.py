@@ -8,17 +8,21 @@ import pytest
 from analysis_fixtures import ORIN_FREQS_MHZ, make_signal_dataset, signal_frames
 
 from dvfslab import analysis as F
-from dvfslab.analysis import replay as E
-from dvfslab.analysis import selection as S
-from dvfslab.analysis.govcv import cv_replay
-from dvfslab.analysis.recommend import compare, nested_recommended, recommend
+from dvfslab.analysis import TrainingData
 from dvfslab.data.contract import load_dataset, write_dataset
-from dvfslab.governors.curve import CURVE_FORMAT, CURVE_VERSION, CurveModel
+from dvfslab.evaluation import replay as E
+from dvfslab.evaluation import selection as S
+from dvfslab.evaluation.govcv import cv_replay
+from dvfslab.evaluation.recommend import compare, default_candidates, nested_recommended, recommend
+from dvfslab.governors import registry as R
+from dvfslab.governors.base import ProbeStep
 from dvfslab.governors.errors import GovernorError
-from dvfslab.governors.fit import ProbeSource, ProfiledReplay
+from dvfslab.governors.files import load_governor, save_governor
 from dvfslab.governors.profiled import ProfiledGovernor, probe_features
 
 NAMES = ["ffg", "mlg", "curve", "profiled"]
+MLG = {"estimator": S.candidate_models(True, 0)["tree(depth=2,leaf=1,gini)"],
+       "features": ["n_layers", "avg_seq_len", "gpu_util_pct"]}
 
 
 def _setup(root, signal):
@@ -28,9 +32,15 @@ def _setup(root, signal):
 
 
 def _cv(sweep, table, ids):
-    tree = S.candidate_models(True, 0)["tree(depth=2,leaf=1,gini)"]
-    return cv_replay(sweep, table, NAMES, ids, tree_model=tree, feature_cols=["n_layers", "avg_seq_len", "gpu_util_pct"],
-                     schemes=["lomo"])
+    return cv_replay(R.make_all(NAMES, {"mlg": MLG}), TrainingData(sweep, table, ids), schemes=["lomo"])
+
+
+def test_the_candidates_come_from_the_registry():
+    # every governor that learns from the training workloads, FFG aside: not the yardsticks, not
+    # the ones that need no training (online, the paper's tree)
+    cands = default_candidates()
+    assert [c for c in cands if c in ("mlg", "curve", "profiled")] == ["mlg", "curve", "profiled"]
+    assert not {"ffg", "maxn", "oracle", "online", "mlg-paper"} & set(cands)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +100,8 @@ def test_the_noise_is_the_standard_error_of_the_per_fold_difference():
 
 def test_nested_recommendation_never_sees_the_held_out_model(with_signal):
     sweep, table, ids = with_signal
-    tree = S.candidate_models(True, 0)["tree(depth=2,leaf=1,gini)"]
-    per = nested_recommended(sweep, table, ids, ["mlg", "curve"], tree_model=tree,
-                             feature_cols=["n_layers", "avg_seq_len", "gpu_util_pct"])
+    per = nested_recommended(R.make_all(["ffg", "mlg", "curve"], {"mlg": MLG}), TrainingData(sweep, table, ids),
+                             ["mlg", "curve"])
     assert len(per) == 12 and per["held_out"].nunique() == 6
     assert set(per["chosen"]) <= {"mlg", "curve"}  # with 5 models inside every fold, a learned one wins
     assert per["regret_pct"].max() == pytest.approx(0.0, abs=1e-9)
@@ -105,11 +114,12 @@ def test_nested_recommendation_never_sees_the_held_out_model(with_signal):
 
 def _always_1020() -> ProfiledGovernor:
     """A curve model on one probe feature with zero slopes whose least energy is 1020 MHz."""
-    spec = {"format": CURVE_FORMAT, "version": CURVE_VERSION, "features": ["probe_power_w"],
-            "transforms": {"probe_power_w": "log"}, "impute": {"probe_power_w": 10.0}, "mean": [0.0], "scale": [1.0],
-            "levels_mhz": [408.0, 1020.0], "energy": {"intercept": [-0.1, -0.3], "coef": [[0.0, 0.0]]},
-            "time": {"intercept": [0.5, 0.2], "coef": [[0.0, 0.0]]}}
-    return ProfiledGovernor(CurveModel(spec), probe_steps=5, warmup_steps=1)
+    gov = ProfiledGovernor(probe_steps=5, warmup_steps=1)
+    gov.knob_, gov.curve_ = "gpu_freq_mhz", {
+        "features": ["probe_power_w"], "transforms": {"probe_power_w": "log"}, "impute": {"probe_power_w": 10.0},
+        "mean": [0.0], "scale": [1.0], "levels": [408.0, 1020.0],
+        "energy": {"intercept": [-0.1, -0.3], "coef": [[0.0, 0.0]]}, "time": {"intercept": [0.5, 0.2], "coef": [[0.0, 0.0]]}}
+    return gov
 
 
 def test_probe_features_by_hand():
@@ -131,9 +141,8 @@ def test_profiled_replay_charges_its_probe_by_hand(tmp_path):
     write_dataset(tmp_path / "ds", meta, wl, runs, pd.DataFrame(steps, columns=["run_id", "step", "time_s", "energy_j"]))
     sweep = F.sweep_from_dataset(load_dataset(tmp_path / "ds"))
     table = F.feature_table(sweep)
-    gov = ProfiledReplay(_always_1020(), ProbeSource.from_dataset(sweep))
-    per = E.replay([gov], sweep, table, ["m1/t0", "m2/t0"]).set_index("workload_id")
-    assert (per["freq_mhz"] == 1020.0).all() and (per["profiling_steps"] == 6).all()
+    per = E.replay({"profiled": _always_1020()}, sweep, table, ["m1/t0", "m2/t0"]).set_index("workload_id")
+    assert (per["level"] == 1020.0).all() and (per["profiling_steps"] == 6).all()
     # recorded: E = 84 - (2.0 + 5 * 0.84) + (2.5 + 5 * 1.0) = 84 - 6.2 + 7.5 = 85.3 J,
     #           T = 12 - (0.3 + 5 * 0.12) + (0.3 + 5 * 0.1) = 12 - 0.9 + 0.8 = 11.9 s
     assert per.loc["m1/t0", "energy_j"] == pytest.approx(85.3)
@@ -144,30 +153,33 @@ def test_profiled_replay_charges_its_probe_by_hand(tmp_path):
     assert per.loc["m2/t0", "time_s"] == pytest.approx(12.0 - 6 * 0.12 + 6 * 0.1)
 
 
-def test_profiled_governor_saves_loads_and_decides_from_steps(tmp_path):
-    gov = _always_1020()
-    gov.save(tmp_path / "profiled.json")
-    back = ProfiledGovernor.load(tmp_path / "profiled.json")
-    assert back.profiling_steps == 6 and back.levels_mhz == [408.0, 1020.0]
-    assert back.decide_from_steps([(2.5, 0.3)] + [(1.0, 0.1)] * 5, gpu_util_pct=60.0) == 1020.0
-    with pytest.raises(GovernorError, match="2 of 6 probing steps"):
-        back.decide_from_steps([(1.0, 0.1)] * 2)
-    (tmp_path / "bad.json").write_text('{"format": "dvfslab-curve"}')
-    with pytest.raises(GovernorError, match="bad.json: not a dvfslab profiled governor"):
-        ProfiledGovernor.load(tmp_path / "bad.json")
+def test_profiled_governor_saves_loads_and_decides_from_its_probe(tmp_path):
+    save_governor(_always_1020(), tmp_path / "profiled.json")
+    back = load_governor(tmp_path / "profiled.json", policy="profiled")
+    assert back.profiling_steps == 6 and back.own_levels() == [408.0, 1020.0]
+    session = back.start({"gpu_util_pct": 60.0}, [])
+    for t, e in [(0.3, 2.5)] + [(0.1, 1.0)] * 5:
+        assert session.next_level() is None  # every probing step runs at the default clock
+        session.observe(ProbeStep(None, t, e))
+    assert session.decision().level == 1020.0 == session.next_level()
+    partial = back.start({}, [])
+    partial.observe(ProbeStep(None, 0.1, 1.0))
+    with pytest.raises(GovernorError, match="1 of 6 probing steps"):
+        partial.decision()
+    (tmp_path / "bad.json").write_text('{"format": "dvfslab-curve", "version": 1}')
+    with pytest.raises(GovernorError, match="bad.json: a dvfslab-curve file of an older dvfslab"):
+        load_governor(tmp_path / "bad.json")
 
 
 def test_profiled_fitted_in_the_registry_on_the_bundled_table_levels(with_signal):
-    from dvfslab.governors.base import GovernorContext, build_governors
-
     sweep, table, ids = with_signal
-    gov = build_governors(["profiled"], GovernorContext(sweep, table, ids))["profiled"]
-    assert gov.governor.model.features == ["probe_step_time_s", "probe_power_w", "gpu_util_pct"]
-    assert gov.governor.levels_mhz == [f for f in ORIN_FREQS_MHZ if f in (408.0, 612.0, 816.0, 1020.0)]
+    gov = R.build(["profiled"], TrainingData(sweep, table, ids))["profiled"]
+    assert gov.model.features == ["probe_step_time_s", "probe_power_w", "gpu_util_pct"]
+    assert gov.own_levels() == [f for f in ORIN_FREQS_MHZ if f in (408.0, 612.0, 816.0, 1020.0)]
 
 
 def test_the_pipeline_prints_the_recommendation_and_why():
-    from dvfslab.pipeline.runner import recommendation_line
+    from dvfslab.pipeline.summary import recommendation_line
 
     assert recommendation_line({}) is None
     line = recommendation_line({"recommended": {"policy": "ffg", "cv_regret_pct": 7.0, "ffg_cv_regret_pct": 7.0,

@@ -9,9 +9,11 @@ from analysis_fixtures import ORIN_FREQS_MHZ, make_dataset, make_tiny_dataset
 
 from dvfslab.analysis import aggregate as F
 from dvfslab.analysis import features as FT
-from dvfslab.analysis import selection as S
+from dvfslab.analysis.training import TrainingData
 from dvfslab.data.contract import load_dataset
+from dvfslab.evaluation import selection as S
 from dvfslab.governors.tree import TreeGovernor
+from dvfslab.governors.treefit import fit_model
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ def test_majority_yardstick_under_both_schemes_by_hand(tiny):
     for scheme, expected in (("loocv", loocv), ("lomo", lomo)):
         for wid, (idx, regret) in expected.items():
             row = got.loc[(scheme, wid)]
-            assert (row["pred_idx"], row["pred_freq_mhz"]) == (idx, ORIN_FREQS_MHZ[idx]), (scheme, wid)
+            assert (row["pred_idx"], row["pred_level"]) == (idx, ORIN_FREQS_MHZ[idx]), (scheme, wid)
             assert row["regret_pct"] == pytest.approx(regret), (scheme, wid)
     assert list(preds.loc[preds["scheme"] == "lomo", "held_out"]) == ["tiny-enc", "tiny-enc", "big-dec"]
 
@@ -111,9 +113,9 @@ def test_majority_yardstick_under_both_schemes_by_hand(tiny):
 def test_fit_model_handles_one_class_and_tiny_training_sets():
     models = S.candidate_models(quick=True)
     x = np.array([[1.0], [2.0]])
-    const = S.fit_model(models["logistic_regression"], x, np.array([4, 4]))
+    const = fit_model(models["logistic_regression"], x, np.array([4, 4]))
     assert list(const.predict(np.array([[9.0]]))) == [4]
-    knn = S.fit_model(models["knn"], x, np.array([3, 5]))  # k=3 > 2 samples: k shrinks
+    knn = fit_model(models["knn"], x, np.array([3, 5]))  # k=3 > 2 samples: k shrinks
     assert knn.named_steps["model"].n_neighbors == 2
     assert knn.predict(np.array([[1.1]]))[0] in (3, 5)
 
@@ -135,12 +137,11 @@ def test_exported_tree_decides_like_the_sklearn_tree(known):
     table.loc[table.index[:4], "avg_seq_len"] = np.nan  # some rows need the stored fill-in value
     cols = ["n_layers", "avg_seq_len", "gpu_util_pct"]
     model = S.candidate_models(quick=True)["tree(depth=3,leaf=1,gini)"]
-    tree = S.fit_tree_governor_dict(model, table, cols, sweep)
-    gov = TreeGovernor(tree)
-    fitted = S.fit_model(model, table[cols].to_numpy(float), table["opt_level_idx"].to_numpy(int))
+    gov = TreeGovernor(model, cols).fit(TrainingData(sweep, table, list(table["workload_id"])))
+    fitted = fit_model(model, table[cols].to_numpy(float), table["opt_level_idx"].to_numpy(int))
     expected = [ORIN_FREQS_MHZ[i] for i in fitted.predict(table[cols].to_numpy(float))]
-    assert [gov.decide(r) for r in table.to_dict("records")] == expected
-    assert tree["impute"]["avg_seq_len"] == pytest.approx(table["avg_seq_len"].median())
+    assert [gov.decide(r).level for r in table.to_dict("records")] == expected
+    assert gov.tree_["impute"]["avg_seq_len"] == pytest.approx(table["avg_seq_len"].median())
 
 
 def test_select_best_breaks_ties_by_regret_then_order():

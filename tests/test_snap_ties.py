@@ -12,8 +12,8 @@ import pytest
 from analysis_fixtures import make_tiny_dataset
 
 from dvfslab.analysis import feature_table, sweep_from_dataset
-from dvfslab.analysis.replay import replay
 from dvfslab.data.contract import load_dataset
+from dvfslab.evaluation.replay import replay
 from dvfslab.governors.io import decide
 from dvfslab.governors.tree import TreeGovernor
 from dvfslab.harness.callback import DvfsCallback
@@ -27,10 +27,12 @@ class _State:
     epoch = 0.0
 
 
-def _leaf(freq_mhz: float) -> TreeGovernor:
+def _leaf(level: float) -> TreeGovernor:
     """A one-leaf tree with no level table of its own: the raw answer reaches every stage."""
-    return TreeGovernor({"format": "dvfslab-tree", "version": 1, "features": [], "nodes": [{"freq_mhz": freq_mhz}],
-                         "freq_table_mhz": [], "info": {}}, name="leaf")
+    gov = TreeGovernor()
+    gov.knob_, gov.tree_ = "gpu_freq_mhz", {"features": [], "impute": {}, "nodes": [{"level": level}],
+                                            "level_table": [], "info": {}}
+    return gov
 
 
 @pytest.mark.parametrize("answer_mhz, level_mhz", [(663.0, 714.0), (662.9, 612.0), (663.1, 714.0)])
@@ -38,7 +40,7 @@ def test_decide_run_and_evaluate_use_the_same_level(tmp_path, answer_mhz, level_
     governor = _leaf(answer_mhz)
 
     # decide: what `dvfslab govern` prints and locks
-    assert decide(governor, {}, levels_mhz=ORIN_TABLE_MHZ)[0] == level_mhz
+    assert decide(governor, {}, level_table=ORIN_TABLE_MHZ)[0] == level_mhz
 
     # run: the fine-tuning callback locks the simulated Orin (virtual time, nothing sleeps)
     backend = open_backend(seed=0)
@@ -51,7 +53,7 @@ def test_decide_run_and_evaluate_use_the_same_level(tmp_path, answer_mhz, level_
 
     # evaluate: the replay charges the hand-written run at that level
     sweep = sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path / "ds")))
-    per = replay([governor], sweep, feature_table(sweep)).set_index("workload_id")
-    assert (per["freq_mhz"] == level_mhz).all()
+    per = replay({"leaf": governor}, sweep, feature_table(sweep)).set_index("workload_id")
+    assert (per["level"] == level_mhz).all()
     # big-dec/qnli: 714 -> (170 + 180) / 2 = 175 J; 612 -> (200 + 200) / 2 = 200 J
     assert per.loc["big-dec/qnli", "energy_j"] == pytest.approx({714.0: 175.0, 612.0: 200.0}[level_mhz])

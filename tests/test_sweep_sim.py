@@ -131,19 +131,22 @@ def test_on_run_sees_every_committed_record_and_cannot_stop_the_sweep(tmp_path, 
 
 def test_online_governor_replays_a_sweeps_steps(tmp_path, no_sleep):
     """`dvfslab sweep` keeps per-step rows, so the online governor can be evaluated on any sweep."""
-    from dvfslab.governors.online import OnlineGovernor, StepRecords
+    from dvfslab.analysis import sweep_from_dataset
+    from dvfslab.analysis.steps import StepSource
+    from dvfslab.governors.online import OnlineGovernor
 
     out = tmp_path / "steps"
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--reps", "1", "--steps", "30",
                  "--warmup-steps", "2", "--step-rows", "30", "--out", str(out), "--no-progress"]) == 0
     ds = load_dataset(out)
     assert ds.steps.groupby("run_id").size().eq(30).all() and ds.steps["run_id"].nunique() == 12
-    gov = OnlineGovernor(StepRecords(ds.steps, ds.runs, ds.freq_table_mhz), ds.freq_table_mhz)
-    level = gov.decide({"workload_id": "bert-base/sst2"})
+    probe = StepSource.from_sweep(sweep_from_dataset(ds)).probe("bert-base/sst2")
+    decision = OnlineGovernor().decide({"workload_id": "bert-base/sst2"}, probe)
+    level = decision.level
     fixed = ds.runs[ds.runs["policy"] == "fixed"].set_index("gpu_freq_mhz")["energy_j"]
     # the level it locks is near the bottom of this workload's U-curve: within 3 % of the least energy
     assert level in fixed.index and fixed[level] <= 1.03 * fixed.min()
-    assert gov.profiling_steps == 26
+    assert len(decision.probed) == 26
 
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--freqs", "612", "--steps", "3",
                  "--step-rows", "0", "--out", str(tmp_path / "none"), "--no-progress"]) == 0

@@ -1,5 +1,5 @@
-"""Analysis of a sweep: level means and optimal levels, the feature table, model selection,
-replay of governors over the measured sweep, and the figures.
+"""The facts of a sweep, below the governors: level means and optimal levels, the feature table,
+the per-step records, what a governor trains on, board-to-board spread, and the figures.
 
 The public face (the notebooks, tests and the CLI use these names)::
 
@@ -8,9 +8,11 @@ The public face (the notebooks, tests and the CLI use these names)::
     optima = analysis.optimal_levels(sweep)
     table = analysis.feature_table(sweep)
 
-:mod:`~dvfslab.analysis.selection`, :mod:`~dvfslab.analysis.replay`,
-:mod:`~dvfslab.analysis.govcv` and :mod:`~dvfslab.analysis.plots` are imported by name (they
-pull in scikit-learn, the governors or matplotlib). Definitions: docs/method.md.
+:mod:`~dvfslab.analysis.steps` (a dataset's steps, one by one), :mod:`~dvfslab.analysis.training`
+(:class:`TrainingData`, what a governor's ``fit`` takes; re-exported), :mod:`~dvfslab.analysis.boards` and
+:mod:`~dvfslab.analysis.plots` (matplotlib) are imported by name. The evaluation of governors
+(replay, cross-validation, model selection, the recommendation) is :mod:`dvfslab.evaluation`,
+above the governors. Definitions: docs/method.md.
 """
 
 from dvfslab.analysis.aggregate import (
@@ -23,6 +25,7 @@ from dvfslab.analysis.aggregate import (
     write_sweep,
 )
 from dvfslab.analysis.features import FEATURES, feature_table, pick_splits, usable_features
+from dvfslab.analysis.training import TrainingData
 
-__all__ = ["FEATURES", "Sweep", "SweepError", "characterization_summary", "feature_table", "optimal_levels",
-           "pick_splits", "read_sweep", "sweep_from_dataset", "usable_features", "write_sweep"]
+__all__ = ["FEATURES", "Sweep", "SweepError", "TrainingData", "characterization_summary", "feature_table",
+           "optimal_levels", "pick_splits", "read_sweep", "sweep_from_dataset", "usable_features", "write_sweep"]

@@ -3,18 +3,20 @@
 Everything downstream (features, model selection, governors, evaluation, plots) works on a
 :class:`Sweep`:
 
-* ``levels``: one row per (workload, GPU level) with the means over the repetitions whose
-  ``status`` is ``ok`` of time, energy and power (``policy == "fixed"`` runs only); a measured
-  frequency is put on its board level by :func:`dvfslab.core.levels.snap_mhz` (ties: higher);
+* ``levels``: one row per (workload, level) with the means over the repetitions whose
+  ``status`` is ``ok`` of time, energy and power (``policy == "fixed"`` runs only); a run's
+  setting is put on its level by :func:`dvfslab.core.levels.snap_mhz` (nearest, ties: higher);
 * ``baseline``: one row per workload with the mean of its baseline runs — the MAXN runs when
   the dataset has them, else (``baseline: "fmax"``, or a workload without an ok MAXN run) the
   highest level that workload was measured at;
 * ``workloads``: the dataset's ``workloads.csv``.
 
-The levels are those of the dataset's *knob* (:class:`dvfslab.data.contract.Knob`: the GPU clock
-in MHz by default, or a GPU power limit in W): the column ``freq_mhz`` and the attribute
-``freq_table_mhz`` keep their historical names (the governors and the replay read them) but hold
-the knob's level in the knob's unit; ``Sweep.knob`` says which, and figures label axes from it.
+The levels are those of the dataset's *knob* (:class:`dvfslab.data.knobs.Knob`: the GPU clock
+in MHz by default, or a GPU power limit in W). Here, and in the governors and the evaluation, a
+level is knob-neutral: the column ``level`` and the attribute ``level_table`` hold the knob's
+value in the knob's unit, and ``Sweep.knob`` says which (figures label their axes from it). Only
+the dataset contract's own columns keep their unit names (runs.csv ``gpu_freq_mhz`` /
+``power_limit_w``, meta.json ``freq_table_mhz`` / ``power_limit_table_w``).
 
 The per-workload feature table built from a sweep lives in :mod:`dvfslab.analysis.features`.
 Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read back from an
@@ -45,24 +47,25 @@ MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j
 _ROUND_TRIP = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
 
 
-def _snap(freqs: pd.Series, table: Sequence[float]) -> pd.Series:
-    """Put each measured frequency on its board level (:func:`snap_mhz`: nearest, ties higher)."""
+def snap_levels(settings: pd.Series, table: Sequence[float]) -> pd.Series:
+    """Put each run's setting on its level of ``table`` (:func:`snap_mhz`: nearest, ties higher);
+    a run that set none (NaN: MAXN) stays NaN."""
     levels = [float(f) for f in table]
-    snapped = {f: snap_mhz(f, levels) for f in pd.unique(freqs.astype(float))}
-    return freqs.astype(float).map(snapped)
+    snapped = {f: snap_mhz(f, levels) for f in pd.unique(settings.astype(float)) if not np.isnan(f)}
+    return settings.astype(float).map(snapped)
 
 
-def level_means(runs: pd.DataFrame, freq_table_mhz: Sequence[float], knob: str = DEFAULT_KNOB) -> pd.DataFrame:
+def level_means(runs: pd.DataFrame, level_table: Sequence[float], knob: str = DEFAULT_KNOB) -> pd.DataFrame:
     """Means over ok repetitions of every fixed-level run, one row per (workload, level).
 
-    ``knob`` names the runs.csv column holding the level; the output column is ``freq_mhz``.
+    ``knob`` names the runs.csv column holding the setting; the output column is ``level``.
     """
     ok = runs[(runs["status"] == "ok") & (runs["policy"] == "fixed")].copy()
     if ok.empty:
         raise SweepError("runs.csv has no status=ok run with policy=fixed: nothing to characterize "
                          "— run a sweep over the GPU levels first")
-    ok["freq_mhz"] = _snap(ok[knob], freq_table_mhz)
-    grouped = ok.groupby(["workload_id", "freq_mhz"], sort=True)
+    ok["level"] = snap_levels(ok[knob], level_table)
+    grouped = ok.groupby(["workload_id", "level"], sort=True)
     out = grouped[list(MEASURES)].mean()
     out["n_ok"] = grouped.size()
     return out.reset_index()
@@ -77,14 +80,14 @@ def baseline_means(runs: pd.DataFrame, levels: pd.DataFrame, kind: str) -> pd.Da
         got = g[list(MEASURES)].mean()
         got["n_ok"] = g.size()
         got["baseline"] = "maxn"
-        got["freq_mhz"] = np.nan
+        got["level"] = np.nan
         rows.append(got.reset_index())
     done = set(rows[0]["workload_id"]) if rows else set()
-    top = levels[~levels["workload_id"].isin(done)].sort_values("freq_mhz").groupby("workload_id").tail(1)
+    top = levels[~levels["workload_id"].isin(done)].sort_values("level").groupby("workload_id").tail(1)
     top = top.assign(baseline="max_level" if kind == "max_level" else "fmax")
     rows.append(top)
     out = pd.concat(rows, ignore_index=True)
-    cols = ["workload_id", "baseline", "freq_mhz", "n_ok", *MEASURES]
+    cols = ["workload_id", "baseline", "level", "n_ok", *MEASURES]
     return out[cols].sort_values("workload_id").reset_index(drop=True)
 
 
@@ -92,18 +95,18 @@ class Sweep:
     """Level means, baselines and workloads of one dataset, with fast per-workload lookups."""
 
     def __init__(self, levels: pd.DataFrame, baseline: pd.DataFrame, workloads: pd.DataFrame,
-                 freq_table_mhz: Sequence[float], source: str, baseline_kind: str, dataset: str = "",
+                 level_table: Sequence[float], source: str, baseline_kind: str, dataset: str = "",
                  knob: str = DEFAULT_KNOB):
-        self.levels = levels.sort_values(["workload_id", "freq_mhz"]).reset_index(drop=True)
+        self.levels = levels.sort_values(["workload_id", "level"]).reset_index(drop=True)
         self.baseline = baseline.set_index("workload_id", drop=False)
         measured = set(self.levels["workload_id"]) & set(self.baseline.index)
         self.workloads = workloads[workloads["workload_id"].isin(measured)].reset_index(drop=True)
-        self.freq_table_mhz = tuple(sorted(float(f) for f in freq_table_mhz))
+        self.level_table = tuple(sorted(float(f) for f in level_table))
         self.source, self.baseline_kind, self.dataset = source, baseline_kind, dataset
         self.knob: Knob = get_knob(knob)
         self._base = {w: (float(e), float(t)) for w, e, t in
                       zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
-        self._curves = {w: (g["freq_mhz"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
+        self._curves = {w: (g["level"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
                         for w, g in self.levels.groupby("workload_id")}
 
     @property
@@ -116,22 +119,22 @@ class Sweep:
         return list(wl["workload_id"])
 
     def curve(self, workload_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(freq_mhz, energy_j, time_s)`` arrays of the measured levels, ascending."""
+        """``(level, energy_j, time_s)`` arrays of the measured levels, ascending."""
         try:
             return self._curves[workload_id]
         except KeyError:
             raise SweepError(f"workload {workload_id!r} has no ok fixed-level runs in this sweep") from None
 
-    def nearest_level(self, workload_id: str, freq_mhz: float) -> float:
-        """The measured level of ``workload_id`` closest to ``freq_mhz`` (ties: the higher)."""
-        return snap_mhz(freq_mhz, self.curve(workload_id)[0].tolist())
+    def nearest_level(self, workload_id: str, level: float) -> float:
+        """The measured level of ``workload_id`` closest to ``level`` (ties: the higher)."""
+        return snap_mhz(level, self.curve(workload_id)[0].tolist())
 
-    def at(self, workload_id: str, freq_mhz: float) -> tuple[float, float]:
-        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 MHz)."""
-        freqs, energy, time = self.curve(workload_id)
-        hit = np.flatnonzero(np.isclose(freqs, float(freq_mhz), rtol=0, atol=1e-6))
+    def at(self, workload_id: str, level: float) -> tuple[float, float]:
+        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 of the knob's unit)."""
+        levels, energy, time = self.curve(workload_id)
+        hit = np.flatnonzero(np.isclose(levels, float(level), rtol=0, atol=1e-6))
         if not hit.size:
-            raise SweepError(f"workload {workload_id!r} was not measured at {self.knob.format(float(freq_mhz))}")
+            raise SweepError(f"workload {workload_id!r} was not measured at {self.knob.format(float(level))}")
         return float(energy[hit[0]]), float(time[hit[0]])
 
     def baseline_of(self, workload_id: str) -> tuple[float, float]:
@@ -141,10 +144,10 @@ class Sweep:
         except KeyError:
             raise SweepError(f"workload {workload_id!r} has no baseline run in this sweep") from None
 
-    def oracle_freq(self, workload_id: str) -> float:
+    def oracle_level(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""
-        freqs, energy, _ = self.curve(workload_id)
-        return float(freqs[int(np.argmin(energy))])
+        levels, energy, _ = self.curve(workload_id)
+        return float(levels[int(np.argmin(energy))])
 
 
 def sweep_from_dataset(ds: Dataset) -> Sweep:
@@ -165,7 +168,7 @@ def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
     write_table(out / "tables" / "workloads.csv", sweep.workloads)
     atomic_write_json(out / "sweep.json", {"dataset": sweep.dataset, "source": sweep.source,
                                           "baseline": sweep.baseline_kind, "knob": sweep.knob.name,
-                                          "freq_table_mhz": list(sweep.freq_table_mhz)})
+                                          "level_table": list(sweep.level_table)})
 
 
 def read_sweep(out_dir: str | os.PathLike) -> Sweep:
@@ -175,10 +178,13 @@ def read_sweep(out_dir: str | os.PathLike) -> Sweep:
     if not path.exists():
         raise SweepError(f"{path} is missing — run notebook 01_characterization with this OUTPUT_DIR first")
     meta = json.loads(path.read_text())
+    if "level_table" not in meta:  # written before levels were knob-neutral (it had freq_table_mhz)
+        raise SweepError(f"{path} was written by an older dvfslab (no level_table) — rerun `dvfslab pipeline "
+                         f"--out {out}` (or notebook 01 with this OUTPUT_DIR)")
     return Sweep(read_table(out / "tables" / "sweep_levels.csv"),
                  read_table(out / "tables" / "sweep_baseline.csv"),
                  read_table(out / "tables" / "workloads.csv"),
-                 meta["freq_table_mhz"], meta["source"], meta["baseline"], meta["dataset"],
+                 meta["level_table"], meta["source"], meta["baseline"], meta["dataset"],
                  meta.get("knob", DEFAULT_KNOB))
 
 
@@ -204,39 +210,36 @@ def optimal_levels(sweep: Sweep) -> pd.DataFrame:
 
     ``u_shaped`` is true when the least-energy level is interior: neither the lowest nor the
     highest level the workload was measured at (a workload measured at < 3 levels is not).
-    ``opt_level_idx`` is the 0-based position in ``freq_table_mhz``; ``paper_label`` ranks the
-    distinct optimal levels that occur (1 = lowest), like the paper's labels 1–6.
+    ``opt_level`` is that level (in the knob's unit), ``opt_level_idx`` its 0-based position in
+    ``level_table``; ``paper_label`` ranks the distinct optimal levels that occur (1 = lowest),
+    like the paper's labels 1–6.
     """
-    table = np.asarray(sweep.freq_table_mhz)
+    table = np.asarray(sweep.level_table)
     rows = []
     for wid in sweep.workload_ids():
-        freqs, energy, time = sweep.curve(wid)
+        levels, energy, time = sweep.curve(wid)
         k = int(np.argmin(energy))
         e_b, t_b = sweep.baseline_of(wid)
-        rows.append({"workload_id": wid, "opt_freq_mhz": float(freqs[k]),
-                     "opt_level_idx": int(np.abs(table - freqs[k]).argmin()),
+        rows.append({"workload_id": wid, "opt_level": float(levels[k]),
+                     "opt_level_idx": int(np.abs(table - levels[k]).argmin()),
                      "opt_energy_j": float(energy[k]), "opt_time_s": float(time[k]),
                      "baseline_energy_j": e_b, "baseline_time_s": t_b,
                      "oracle_saving_pct": 100.0 * (1.0 - energy[k] / e_b),
-                     "n_levels": len(freqs), "u_shaped": bool(0 < k < len(freqs) - 1)})
+                     "n_levels": len(levels), "u_shaped": bool(0 < k < len(levels) - 1)})
     out = pd.DataFrame(rows)
-    ranks = {f: i + 1 for i, f in enumerate(sorted(out["opt_freq_mhz"].unique()))}
-    out["paper_label"] = out["opt_freq_mhz"].map(ranks)
+    ranks = {f: i + 1 for i, f in enumerate(sorted(out["opt_level"].unique()))}
+    out["paper_label"] = out["opt_level"].map(ranks)
     info = sweep.workloads[["workload_id", "model", "task", "split", "params_m"]]
     return info.merge(out, on="workload_id")
 
 
-def characterization_summary(optima: pd.DataFrame, knob: Knob | None = None) -> dict:
-    """The ``characterization`` section of summary.json, over every workload of the sweep.
-
-    The range of optimal levels is ``sweet_spot_mhz`` for the GPU clock (as before) and
-    ``sweet_spot_<unit>`` for another knob (``sweet_spot_w`` for a power limit); ``knob`` and
-    ``knob_unit`` name it.
-    """
-    knob = knob or get_knob()
-    return {f"sweet_spot_{knob.suffix}": {"min": float(optima["opt_freq_mhz"].min()),
-                                          "max": float(optima["opt_freq_mhz"].max())},
-            "knob": knob.name, "knob_unit": knob.unit,
+def characterization_summary(optima: pd.DataFrame, sweep: Sweep) -> dict:
+    """The ``characterization`` section of summary.json, over every workload of the sweep:
+    ``optimal_level_range`` (the lowest and highest least-energy level), ``level_table``, and
+    ``knob`` / ``knob_unit`` saying what the levels are."""
+    return {"optimal_level_range": {"min": float(optima["opt_level"].min()),
+                                    "max": float(optima["opt_level"].max())},
+            "level_table": list(sweep.level_table), "knob": sweep.knob.name, "knob_unit": sweep.knob.unit,
             "u_shaped_fraction": float(optima["u_shaped"].mean()),
             "n_workloads": int(len(optima))}
 

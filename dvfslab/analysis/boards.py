@@ -2,15 +2,15 @@
 
 A fleet sweep (docs/fleet.md) records the board of every run in the ``board_id`` column of
 ``runs.csv``. :func:`board_spread` compares the boards on the cells they all ran (same
-workload, policy and level): the mean of each board over its ok repetitions, then the spread
-of those board means. :func:`by_board` splits a dataset into one dataset per board, so any
+workload, policy and level of the dataset's knob): the mean of each board over its ok
+repetitions, then the spread of those board means. :func:`by_board` splits a dataset into one dataset per board, so any
 evaluation (``sweep_from_dataset``, the governor replay) can be run and compared per board;
 :func:`per_board` does that and stacks the results with a ``board_id`` column, e.g. the governor
 replay grouped by board::
 
     from dvfslab.analysis.aggregate import sweep_from_dataset
     from dvfslab.analysis.features import feature_table
-    from dvfslab.analysis.replay import replay
+    from dvfslab.evaluation.replay import replay
 
     def evaluate(d):
         sweep = sweep_from_dataset(d)
@@ -24,13 +24,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import numpy as np
 import pandas as pd
 
-from dvfslab.core.levels import snap_mhz
+from dvfslab.analysis.aggregate import snap_levels
 from dvfslab.data.contract import Dataset
 
-CELL = ["workload_id", "policy", "freq_mhz"]
+CELL = ["workload_id", "policy", "level"]
 
 
 def board_ids(ds: Dataset) -> list[str]:
@@ -43,13 +42,13 @@ def board_ids(ds: Dataset) -> list[str]:
 def board_means(ds: Dataset, measure: str = "energy_j") -> pd.DataFrame:
     """Mean of ``measure`` over the ok repetitions of each (workload, policy, level, board).
 
-    ``freq_mhz``: the run's level put on the board table (:func:`snap_mhz`); NaN for MAXN runs.
+    ``level``: the run's setting of the dataset's knob put on its level table
+    (:func:`~dvfslab.analysis.aggregate.snap_levels`); NaN for runs that set none (MAXN).
     """
     if not board_ids(ds):
         return pd.DataFrame(columns=[*CELL, "board_id", measure, "n_reps"])
     ok = ds.runs[(ds.runs["status"] == "ok") & ds.runs["board_id"].notna()].copy()
-    levels = ds.freq_table_mhz
-    ok["freq_mhz"] = ok["gpu_freq_mhz"].map(lambda f: snap_mhz(float(f), levels) if pd.notna(f) else np.nan)
+    ok["level"] = snap_levels(ok[ds.knob.name], ds.levels)
     ok[measure] = ok[measure].astype(float)
     grouped = ok.groupby([*CELL, "board_id"], dropna=False, sort=True)[measure]
     return grouped.agg(["mean", "size"]).rename(columns={"mean": measure, "size": "n_reps"}).reset_index()

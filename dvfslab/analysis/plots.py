@@ -3,9 +3,10 @@
 Every function returns a :class:`matplotlib.figure.Figure` and takes ``simulated``: when true,
 the title says the data is simulated (the project's rule for data from the simulated board).
 The frames come from :mod:`dvfslab.analysis.aggregate`, :mod:`dvfslab.analysis.features`,
-:mod:`dvfslab.analysis.selection` and :mod:`dvfslab.analysis.replay`; the notebooks save the
-figures. Figures with an axis of levels take ``knob`` (``Sweep.knob``; default the GPU clock in
-MHz) and label that axis, and the title, from it: a power-limit sweep reads "GPU power limit (W)".
+:mod:`dvfslab.evaluation.selection` and :mod:`dvfslab.evaluation.replay` (plain frames: this
+module imports neither); the notebooks save the figures. Levels are knob-neutral (column
+``level``); figures with an axis of levels take ``knob`` (``Sweep.knob``; default the GPU clock
+in MHz) and label that axis, and the title, from it: a power-limit sweep reads "GPU power limit (W)".
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ def _model_colors(models: Sequence[str]) -> dict[str, Any]:
 
 
 def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
-    """Time, power and energy relative to the baseline vs GPU level: one panel per metric,
+    """Time, power and energy relative to the baseline vs level: one panel per metric,
     one line per workload, coloured by model (ordered by size).
 
-    ``rel``: long form with columns workload_id, model, params_m, freq_mhz, metric, value (see
+    ``rel``: long form with columns workload_id, model, params_m, level, metric, value (see
     :func:`dvfslab.analysis.aggregate.relative_levels` and :func:`dvfslab.analysis.aggregate.long_form`).
     """
     knob = knob or get_knob()
@@ -65,8 +66,8 @@ def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics) + 1.6, 3.3), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         for (model, _), line in rel[rel["metric"] == metric].groupby(["model", "workload_id"], sort=False):
-            line = line.sort_values("freq_mhz")
-            ax.plot(line["freq_mhz"], line["value"], color=colors[model], lw=1, alpha=0.8)
+            line = line.sort_values("level")
+            ax.plot(line["level"], line["value"], color=colors[model], lw=1, alpha=0.8)
         ax.axhline(1.0, color="black", lw=0.7, ls=":")
         ax.set_title(METRIC_LABELS.get(metric, metric))
         ax.set_xlabel(knob.axis_label)
@@ -80,11 +81,11 @@ def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -
 
 def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wrap: int = 4,
              knob: Knob | None = None) -> Figure:
-    """Energy (kJ) vs GPU level per workload, one panel per model, the optimum starred.
+    """Energy (kJ) vs level per workload, one panel per model, the optimum starred.
 
-    ``levels``: model, task, freq_mhz, energy_j (and workload_id: one line per workload when a
+    ``levels``: model, task, level, energy_j (and workload_id: one line per workload when a
     model has several per task, e.g. batch sizes); ``optima``: model, task, params_m,
-    opt_freq_mhz, opt_energy_j.
+    opt_level, opt_energy_j.
     """
     lines = ["task", "workload_id"] if "workload_id" in levels else ["task"]
     sns.set_theme(style="whitegrid", context="paper")
@@ -96,10 +97,10 @@ def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wr
     fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol + 1.2, 2.4 * nrow), squeeze=False)
     for ax, model in zip(axes.flat, order, strict=False):
         for key, line in levels[levels["model"] == model].groupby(lines, sort=False):
-            line = line.sort_values("freq_mhz")
-            ax.plot(line["freq_mhz"], line["energy_j"] / 1e3, marker="o", ms=2.5, lw=1, color=colors[key[0]])
+            line = line.sort_values("level")
+            ax.plot(line["level"], line["energy_j"] / 1e3, marker="o", ms=2.5, lw=1, color=colors[key[0]])
         opt = optima[optima["model"] == model]
-        ax.scatter(opt["opt_freq_mhz"], opt["opt_energy_j"] / 1e3, marker="*", s=90, color="black", zorder=5,
+        ax.scatter(opt["opt_level"], opt["opt_energy_j"] / 1e3, marker="*", s=90, color="black", zorder=5,
                    label="least energy")
         ax.set_title(model)
     for ax in axes.flat[len(order):]:
@@ -130,7 +131,7 @@ def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None =
         index, columns, agg, xlabel, note = "row", "batch_size", "median", "batch size", ", median when several"
     else:
         index, columns, agg, xlabel, note = "model", "task", "first", "task", ""
-    grid = ordered.pivot_table(index=index, columns=columns, values="opt_freq_mhz", aggfunc=agg)
+    grid = ordered.pivot_table(index=index, columns=columns, values="opt_level", aggfunc=agg)
     grid = grid.reindex(ordered[index].drop_duplicates())
     grid.columns = [f"{c:g}" if isinstance(c, float) else c for c in grid.columns]  # batch size 8, not 8.0
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * grid.shape[1], 1.2 + 0.4 * grid.shape[0]))
@@ -142,10 +143,10 @@ def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None =
 
 
 def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
-    """Optimal level vs each feature (long form: feature, value, opt_freq_mhz, model_type)."""
+    """Optimal level vs each feature (long form: feature, value, opt_level, model_type)."""
     sns.set_theme(style="whitegrid", context="paper")
     long = long.assign(model_type=long["model_type"].fillna("unknown"))  # seaborn drops a NaN hue
-    g = sns.relplot(data=long, x="value", y="opt_freq_mhz", col="feature", hue="model_type", col_wrap=3,
+    g = sns.relplot(data=long, x="value", y="opt_level", col="feature", hue="model_type", col_wrap=3,
                     height=2.4, aspect=1.1, facet_kws={"sharex": False}, s=25)
     g.set_axis_labels("feature value", f"optimal level ({(knob or get_knob()).unit})")
     g.set_titles("{col_name}")
@@ -155,7 +156,7 @@ def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = N
 def cv_comparison(long: pd.DataFrame, simulated: bool) -> Figure:
     """Bars per model: accuracy, within-one accuracy and regret, LOOCV vs leave-one-model-out.
 
-    ``long``: model, scheme, metric, value (see :func:`dvfslab.analysis.selection.comparison`).
+    ``long``: model, scheme, metric, value (see :func:`dvfslab.evaluation.selection.comparison`).
     """
     sns.set_theme(style="whitegrid", context="paper")
     if long.empty:
@@ -182,7 +183,7 @@ def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision
 
     def place(i: int, depth: int) -> float:
         node = nodes[i]
-        if "freq_mhz" in node:
+        if "level" in node:
             x = float(leaves[0])
             leaves[0] += 1
         else:
@@ -197,8 +198,8 @@ def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision
         if i not in pos:
             continue
         x, d = pos[i]
-        if "freq_mhz" in node:
-            text, color = knob.format(node["freq_mhz"]), "#d9f0d3"
+        if "level" in node:
+            text, color = knob.format(node["level"]), "#d9f0d3"
         else:
             text, color = f"{node['feature']}\n<= {node['threshold']:.4g}", "#e8eef7"
             for child, lab in ((node["left"], "yes"), (node["right"], "no")):
@@ -247,7 +248,7 @@ def saving_vs_slowdown(summary: pd.DataFrame, simulated: bool) -> Figure:
 
 def pareto(points: pd.DataFrame, simulated: bool, text: str = "Energy vs time, mean over workloads") -> Figure:
     """Mean energy / baseline vs mean time / baseline, one point per policy (and ``limit``
-    when given), the Pareto front joined. ``points``: :func:`dvfslab.analysis.govcv.pareto_points`."""
+    when given), the Pareto front joined. ``points``: :func:`dvfslab.evaluation.govcv.pareto_points`."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
     style = "limit" if "limit" in points else None
@@ -266,7 +267,7 @@ def pareto(points: pd.DataFrame, simulated: bool, text: str = "Energy vs time, m
 def governor_cv(summary: pd.DataFrame, simulated: bool) -> Figure:
     """Mean regret and mean saving per policy, one bar group per CV scheme.
 
-    ``summary``: :func:`dvfslab.analysis.replay.summarize` with ``by=["scheme"]``.
+    ``summary``: :func:`dvfslab.evaluation.replay.summarize` with ``by=["scheme"]``.
     """
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))

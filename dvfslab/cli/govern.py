@@ -1,6 +1,6 @@
 """``dvfslab govern``: let a governor choose the GPU level, lock it, run a command, restore.
 
-    dvfslab govern --policy {mlg,mlg-paper,curve,ffg,online} [--model FILE] [--max-slowdown PCT]
+    dvfslab govern --policy {ffg,mlg-paper,mlg,curve} [--model FILE] [--max-slowdown PCT]
                    [--time-model FILE] [--layers N --hidden-size N --avg-seq-len TOKENS
                    --gpu-util PCT --model-type encoder|decoder --params-m M | --hf-config PATH]
                    [--backend auto|jetson|sim] [--dry-run] -- CMD ARGS...
@@ -9,8 +9,10 @@ The level is decided before the command starts (from the features given on the c
 or read from a Hugging Face ``config.json``; flags override the config), then the command runs
 under :func:`dvfslab.cli.hardware.run_command` — the same lock / forward signals / restore
 machinery as ``dvfslab run``: exit code of the command, clocks restored on success, failure,
-SIGINT and SIGTERM (exit 128 + signal). ``online`` is refused: it needs per-step energies from
-inside the training loop (docs/governors.md).
+SIGINT and SIGTERM (exit 128 + signal). The ``--policy`` choices are the registry's governors
+that declare they can be used from a command line (:mod:`dvfslab.governors.registry`); the others
+(``online``, ``profiled``: they need per-step energies from inside the training loop) are
+refused with their declared reason (docs/governors.md).
 """
 
 from __future__ import annotations
@@ -22,13 +24,24 @@ from dvfslab.cli import hardware
 from dvfslab.hw.base import BackendUnavailableError, DvfsError, format_mhz
 
 
-def register(sub) -> None:
-    from dvfslab.governors.io import POLICIES
+def policy_help() -> tuple[str, str]:
+    """``(metavar, help)`` of ``--policy``, from the registry: the usable governors with their
+    one-line summaries, then the refused ones and why."""
+    from dvfslab.governors.registry import command_line_names, registry
 
+    usable = command_line_names()
+    lines = [f"{n}: {registry()[n].summary}" for n in usable]
+    refused = [n for n in registry() if n not in usable]
+    lines.append(f"refused here: {', '.join(refused)} (each says why)")
+    return "{" + ",".join(usable) + "}", "the governor — " + "; ".join(lines).replace("%", "%%")
+
+
+def register(sub) -> None:
+    metavar, policy_text = policy_help()
     p = sub.add_parser("govern", help="a governor picks the GPU level; lock it, run a command, restore",
                        description="Decide the GPU level with a governor from the workload's features, lock it, "
                                    "run the command, and restore the clocks (also on failure and signals).")
-    p.add_argument("--policy", required=True, choices=POLICIES, help="the governor")
+    p.add_argument("--policy", required=True, metavar=metavar, help=policy_text)
     p.add_argument("--model", metavar="FILE", help="saved governor: models/mlg.json, curve.json or ffg.json from "
                                                    "`dvfslab pipeline` (not needed for mlg-paper)")
     p.add_argument("--max-slowdown", type=float, metavar="PCT",

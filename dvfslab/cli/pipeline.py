@@ -17,12 +17,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dvfslab.pipeline.runner import read_summary, run_pipeline
+    from dvfslab.governors.registry import names
+    from dvfslab.pipeline.runner import run_pipeline
+    from dvfslab.pipeline.summary import read_summary
 
     out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
     summary = read_summary(out)
     gov = summary.get("governors", {})
-    for name in ("mlg", "mlg-paper", "ffg", "curve", "online", "oracle"):
+    for name in names():  # registry order
         if gov.get(name) and gov[name].get("mean_saving_pct") is not None:
             g = gov[name]
             steps = f"  ({g['profiling_steps']:g} profiling steps)" if g.get("profiling_steps") else ""

@@ -1,32 +1,35 @@
-"""Governors: policies that choose the GPU level of a fine-tuning run.
+"""Governors: policies that choose the level (GPU clock or power limit) of a fine-tuning run.
 
-Board side (no pandas, no analysis; what ``dvfslab govern`` loads): the :class:`Governor`
-protocol, :func:`load_policy` and :func:`decide`, and the governors themselves. Analysis side
-(fitting from a sweep, the registry's builders, limit reports): :mod:`dvfslab.governors.fit`,
-:mod:`dvfslab.governors.curvefit`, and :mod:`dvfslab.governors.online` (replay part).
+Every governor is an estimator (:mod:`dvfslab.governors.base`): typed constructor parameters,
+``fit(data) -> self``, ``decide(workload, probe=None) -> Decision``; the selection rule is one
+:class:`Objective`; the registry names them (:mod:`dvfslab.governors.registry`); one JSON format
+saves any of them (:mod:`dvfslab.governors.files`). This face re-exports the board-side names:
+importing it imports neither pandas nor numpy nor scikit-learn (fitting imports what it needs:
+:mod:`~dvfslab.governors.curvefit`, :mod:`~dvfslab.governors.treefit`,
+:mod:`~dvfslab.governors.ucurve`).
 """
 
 from dvfslab.governors.base import (
-           GOVERNORS,
+           Decision,
            Governor,
-           GovernorContext,
-           build_governors,
-           register_governor,
+           Probe,
+           ProbeSession,
+           ProbeStep,
+           ProbingGovernor,
 )
-from dvfslab.governors.curve import CurveGovernor, CurveModel
+from dvfslab.governors.curve import CurveGovernor
+from dvfslab.governors.curvemodel import CurveModel
 from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.files import load_governor, save_governor
 from dvfslab.governors.io import decide, load_policy
-from dvfslab.governors.limits import SlowdownGuard, constrain
-from dvfslab.governors.static import (
-           FixedGovernor,
-           MaxnGovernor,
-           OracleGovernor,
-           load_fixed,
-           save_fixed,
-)
-from dvfslab.governors.tree import TreeGovernor, paper_tree
+from dvfslab.governors.objective import LEAST_ENERGY, Objective
+from dvfslab.governors.online import OnlineGovernor
+from dvfslab.governors.profiled import ProfiledGovernor
+from dvfslab.governors.registry import build, governor_class, make, names
+from dvfslab.governors.static import FixedGovernor, MaxnGovernor, OracleGovernor
+from dvfslab.governors.tree import PaperTreeGovernor, TreeGovernor, paper_tree
 
-__all__ = ["GOVERNORS", "CurveGovernor", "CurveModel", "FixedGovernor", "Governor", "GovernorContext",
-           "GovernorError", "MaxnGovernor", "OracleGovernor", "SlowdownGuard", "TreeGovernor",
-           "build_governors", "constrain", "decide", "load_fixed", "load_policy", "paper_tree",
-           "register_governor", "save_fixed"]
+__all__ = ["LEAST_ENERGY", "CurveGovernor", "CurveModel", "Decision", "FixedGovernor", "Governor", "GovernorError",
+           "MaxnGovernor", "Objective", "OnlineGovernor", "OracleGovernor", "PaperTreeGovernor", "Probe",
+           "ProbeSession", "ProbeStep", "ProbingGovernor", "ProfiledGovernor", "TreeGovernor", "build", "decide",
+           "governor_class", "load_governor", "load_policy", "make", "names", "paper_tree", "save_governor"]

@@ -1,88 +1,258 @@
-"""Frequency policies ("governors"): the protocol every policy offers, and the registry.
+"""The governor contract: typed parameters, ``fit``, ``decide``, and the probe of a running job.
 
-``decide(workload) -> freq_mhz | None`` takes a mapping with the workload's features (a row of
-:func:`dvfslab.analysis.aggregate.feature_table`, or a dict a user builds: ``n_layers``,
-``avg_seq_len`` ...) and returns the GPU level to lock in MHz, or ``None`` for "leave the
-board's default dynamic governor in charge" (MAXN). Governors are configured only through
-``__init__``; the ones that learn from a sweep are built by functions in
-:mod:`dvfslab.governors.fit` / :mod:`dvfslab.governors.curvefit`.
+A governor chooses the level of a fine-tuning run: a GPU clock (MHz) or a GPU power limit (W),
+whatever the dataset's knob is (``knob_``, recorded when it is fitted). It follows
+scikit-learn's estimator contract without depending on scikit-learn:
 
-New governors register a builder in :data:`GOVERNORS` with :func:`register_governor`; the
-builder receives a :class:`GovernorContext` (the sweep, the feature table, the training
-workloads, options) and returns the governor. Evaluation is generic over this registry.
+* its options are its constructor's keyword parameters, stored as given (so
+  ``sklearn.base.clone`` rebuilds it, and a misspelt option is a ``TypeError``, not a silent
+  default); :class:`Params` gives ``get_params`` / ``set_params``;
+* ``fit(data) -> self`` learns from a :class:`~dvfslab.analysis.training.TrainingData` (the sweep,
+  the feature table, the training workloads, the steps); what it learns ends in ``_``;
+* ``decide(workload, probe=None) -> Decision`` chooses a level for one workload (a mapping of
+  its features), or ``None``: leave the board's default (the baseline, MAXN).
 
-This module imports neither pandas nor the analysis room: the context only *holds* a sweep
-and a feature table. The builders live in the fitting modules, imported by
-:func:`build_governors` on first use.
+Governors that measure the job while it runs (:class:`ProbingGovernor`: ``online``,
+``profiled``) receive a :class:`Probe` — run one step at a level, get ``(time_s, energy_j)`` —
+and return a :class:`Decision` that carries the steps they probed, which the replay charges
+(:mod:`dvfslab.evaluation.replay`). Live, the same :class:`ProbeSession` is fed one step at a
+time by the training callback (:class:`dvfslab.harness.policy.OnlineLevel`).
 
-``TreeGovernor``, ``paper_tree`` and ``tree_from_sklearn`` are defined in
-:mod:`dvfslab.governors.tree`; they are re-exported here for callers of the old path.
+The selection rule (least energy; least energy within a slowdown limit) is one
+:class:`~dvfslab.governors.objective.Objective`, the ``objective`` parameter of every governor.
+The registry (:mod:`dvfslab.governors.registry`) names the governors; one JSON format saves any
+of them (:mod:`dvfslab.governors.files`).
+
+Board side: this module imports neither pandas nor numpy nor the analysis room.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+import copy
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
 from dvfslab.governors.errors import GovernorError
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from typing import Self
 
-    from dvfslab.analysis.aggregate import Sweep
-
-
-@runtime_checkable
-class Governor(Protocol):
-    """What every policy offers."""
-
-    name: str
-
-    def decide(self, workload: Mapping[str, Any]) -> float | None:
-        """The GPU level to lock (MHz), or ``None`` to leave the default dynamic governor."""
+    from dvfslab.analysis.training import TrainingData
 
 
-@dataclass
-class GovernorContext:
-    """What a builder may use: the sweep, features, training workloads and options."""
+class Params:
+    """``get_params`` / ``set_params`` from the constructor's signature (scikit-learn's contract).
 
-    sweep: Sweep
-    features: pd.DataFrame
-    train_ids: list[str]
-    trees: dict[str, dict] = field(default_factory=dict)   # name -> tree dict (e.g. "mlg")
-    options: dict[str, Any] = field(default_factory=dict)  # e.g. {"paper_util_split": "root"}
+    Subclasses store every ``__init__`` parameter unchanged under its own name and validate
+    values when they are used, so that ``sklearn.base.clone`` works.
+    """
 
-    def train_medians(self, columns: Iterable[str]) -> dict[str, float]:
-        """Median of each column over the training workloads (fill-in for missing features)."""
-        rows = self.features[self.features["workload_id"].isin(self.train_ids)]
-        return {c: float(rows[c].median()) for c in columns if c in rows and rows[c].notna().any()}
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters (with ``deep``, nested ones as ``name__param``)."""
+        out = {}
+        for name in self._param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update({f"{name}__{k}": v for k, v in value.get_params().items()})
+            out[name] = value
+        return out
+
+    def set_params(self, **params: Any) -> Self:
+        """Set parameters (``name`` or nested ``name__param``); an unknown name is an error."""
+        names = self._param_names()
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in names:
+                raise GovernorError(f"{type(self).__name__}: unknown parameter {name!r}; "
+                                    f"its parameters: {', '.join(names) or 'none'}")
+            if sub:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+        for name, sub in nested.items():
+            getattr(self, name).set_params(**sub)
+        return self
+
+    def with_params(self, **params: Any) -> Self:
+        """A copy with other parameters and the same fitted state (``set_params`` on a copy)."""
+        return copy.copy(self).set_params(**params)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
+        return f"{type(self).__name__}({args})"
 
 
-Builder = Callable[[GovernorContext], Governor]
-GOVERNORS: dict[str, Builder] = {}
+class ProbeStep(NamedTuple):
+    """One step a governor ran to probe the job: at ``level`` (None: the default clock)."""
 
-#: modules whose import registers the builders (they import this one); loaded on first use
-BUILDER_MODULES: tuple[str, ...] = ("dvfslab.governors.fit", "dvfslab.governors.curvefit",
-                                    "dvfslab.governors.online")
-
-
-def register_governor(name: str) -> Callable[[Builder], Builder]:
-    """Decorator: add a builder to :data:`GOVERNORS` under ``name``."""
-    def deco(builder: Builder) -> Builder:
-        GOVERNORS[name] = builder
-        return builder
-    return deco
+    level: float | None
+    time_s: float
+    energy_j: float
 
 
-def build_governors(names: Iterable[str], ctx: GovernorContext) -> dict[str, Governor]:
-    """Build the named governors (in order) from the registry."""
-    for module in BUILDER_MODULES:
-        importlib.import_module(module)
-    out = {}
-    for name in names:
-        if name not in GOVERNORS:
-            raise GovernorError(f"unknown governor {name!r}; known: {', '.join(GOVERNORS)}")
-        out[name] = GOVERNORS[name](ctx)
-    return out
+@dataclass(frozen=True)
+class Decision:
+    """A governor's answer: the level to hold (None: the board's default) and the steps it
+    probed to find it (their energy and time are charged to it)."""
+
+    level: float | None
+    probed: tuple[ProbeStep, ...] = ()
+
+
+class Probe(Protocol):
+    """Runs the job's next step at a level and measures it: what a probing governor is given.
+
+    In a replay it reads the dataset's recorded steps (:class:`dvfslab.analysis.steps.StepProbe`).
+    """
+
+    @property
+    def levels(self) -> Sequence[float]:
+        """The levels it can run."""
+
+    def measure(self, level: float | None) -> tuple[float, float]:
+        """Run one step at ``level`` (None: the default clock); ``(time_s, energy_j)``."""
+
+
+class Governor(Params):
+    """The base of every governor (module doc). Subclasses set the class attributes below."""
+
+    #: the registry name (``policy`` in the replay's tables and in saved files)
+    name: ClassVar[str] = ""
+    #: one line for ``dvfslab govern --help`` and the docs
+    summary: ClassVar[str] = ""
+    #: learns from the training workloads (a CV fold refits it); False: fitted once on all
+    needs_training: ClassVar[bool] = True
+    #: ``""`` when ``dvfslab govern`` can use it; else the one-line reason it cannot
+    command_line: ClassVar[str] = ""
+    #: what its file holds: parameters (``"name"``) and fitted state (``"name_"``)
+    saves: ClassVar[tuple[str, ...]] = ()
+    #: the knobs it can decide (empty: any)
+    knobs: ClassVar[tuple[str, ...]] = ()
+    #: decides from a probe of the running job (:class:`ProbingGovernor`)
+    probing: ClassVar[bool] = False
+
+    def fit(self, data: TrainingData | None = None) -> Self:
+        """Learn from ``data`` (None: for a governor that needs none); records the knob."""
+        wrong_knob = Governor.unusable_reason(self, data) if data is not None else ""  # the knob only: no steps read
+        if wrong_knob:
+            raise GovernorError(f"{self.name}: {wrong_knob}")
+        self.knob_ = data.knob.name if data is not None else (self.knobs or (DEFAULT_KNOB,))[0]
+        self._fit(data)
+        return self
+
+    def _fit(self, data: TrainingData | None) -> None:
+        """What ``fit`` learns (nothing by default)."""
+
+    def _require(self, data: TrainingData | None) -> TrainingData:
+        """``data``, or a :class:`GovernorError` saying this governor needs it."""
+        if data is None:
+            raise GovernorError(f"{self.name}: needs training data (a sweep) to fit")
+        return data
+
+    def check_state(self) -> None:
+        """Raise :class:`GovernorError` unless the fitted state (e.g. read from a file) is well formed."""
+
+    def own_levels(self) -> list[float]:
+        """The level table it was fitted on, onto which its answers are snapped (empty: none)."""
+        return []
+
+    def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
+        raise NotImplementedError
+
+    def unusable_reason(self, data: TrainingData) -> str:
+        """Why this governor cannot be evaluated on ``data`` (``""``: it can)."""
+        if self.knobs and data.knob.name not in self.knobs:
+            knobs = " or ".join(f"the {get_knob(k).label} ({get_knob(k).unit})" for k in self.knobs)
+            return f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
+        return ""
+
+    def _fitted(self, attr: str) -> Any:
+        try:
+            return getattr(self, attr)
+        except AttributeError:
+            raise GovernorError(f"{self.name}: not fitted — call fit(data) first, or load a saved one "
+                                "(dvfslab.governors.files.load_governor)") from None
+
+
+class LevelGovernor(Governor):
+    """A governor that names a level from the workload's features (FFG, the trees).
+
+    Under a slowdown limit it keeps its level when the objective's time model predicts that the
+    level meets the limit, else steps up (:meth:`~dvfslab.governors.objective.Objective.admit`).
+    """
+
+    def level_for(self, workload: Mapping[str, Any]) -> float | None:
+        """The level it names, before the objective's slowdown limit."""
+        raise NotImplementedError
+
+    def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
+        return Decision(self.objective.admit(self.level_for(workload), workload, self.name))
+
+
+class ProbeSession:
+    """One job being probed: ask :meth:`next_level`, run a step there, :meth:`observe` it; repeat
+    until :attr:`done`; then :meth:`decision`. After the probing, :meth:`next_level` returns the
+    decided level for the rest of the job."""
+
+    profiling_steps: int
+    observed: list[ProbeStep]
+
+    @property
+    def done(self) -> bool:
+        return len(self.observed) >= self.profiling_steps
+
+    def next_level(self) -> float | None:
+        raise NotImplementedError
+
+    def observe(self, step: ProbeStep) -> None:
+        raise NotImplementedError
+
+    @property
+    def level(self) -> float | None:
+        """The decided level (once :attr:`done`)."""
+        raise NotImplementedError
+
+    def decision(self) -> Decision:
+        if not self.done:
+            raise GovernorError(f"the level is chosen during the run: {len(self.observed)} of "
+                                f"{self.profiling_steps} probing steps so far")
+        return Decision(self.level, tuple(self.observed))
+
+
+class ProbingGovernor(Governor):
+    """A governor that decides from steps of the job it measures (module doc)."""
+
+    probing: ClassVar[bool] = True
+
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ProbeSession:
+        """A session probing one job that can run ``levels``."""
+        raise NotImplementedError
+
+    def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
+        if probe is None:
+            raise GovernorError(f"{self.name}: the level is chosen during the run, from steps it measures — give it "
+                                "a probe (a replay does), or run it live with "
+                                "dvfslab.harness.online_callback.OnlineDvfsCallback")
+        session = self.start(workload, probe.levels)
+        while not session.done:
+            level = session.next_level()
+            time_s, energy_j = probe.measure(level)
+            session.observe(ProbeStep(level, time_s, energy_j))
+        return session.decision()
+
+    def unusable_reason(self, data: TrainingData) -> str:
+        return super().unusable_reason(data) or self.steps_reason(data)
+
+    def steps_reason(self, data: TrainingData) -> str:
+        """Why the dataset's steps cannot feed its probe (``""``: they can)."""
+        return ""

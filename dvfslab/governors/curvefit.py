@@ -1,15 +1,16 @@
 """Fitting the curve governor: a scikit-learn ``Pipeline`` per target, exported to JSON.
 
-For every level ``f`` that all training workloads were measured at, two multi-output
+For every level ``l`` that all training workloads were measured at, two multi-output
 regressions (one output per level) on the workload features::
 
-    ln(E(w, f) / E_baseline(w))    and    ln(T(w, f) / T_baseline(w))
+    ln(E(w, l) / E_baseline(w))    and    ln(T(w, l) / T_baseline(w))
 
 Each is ``Pipeline(SimpleImputer(median) -> ColumnTransformer(log of the size features,
 the others as they are) -> StandardScaler -> Ridge(alpha))``: the intercept is not penalized,
 one alpha for every level. :func:`export_curve` writes the fitted medians, scaler mean/scale,
-coefficients and intercepts as a ``dvfslab-curve`` spec, which
-:class:`dvfslab.governors.curve.CurveModel` evaluates with plain Python on a board.
+coefficients and intercepts as a curve spec, which :class:`dvfslab.governors.curve.CurveModel`
+evaluates with plain Python on a board. The profiled governor fits the same model on the
+measurements of its probe (``candidates``: its probe features).
 """
 
 from __future__ import annotations
@@ -26,14 +27,7 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from dvfslab.governors.base import GovernorContext, register_governor
-from dvfslab.governors.curve import (
-    CURVE_FORMAT,
-    CURVE_VERSION,
-    LOG_FLOOR,
-    CurveGovernor,
-    CurveModel,
-)
+from dvfslab.governors.curvemodel import DEFAULT_ALPHA, LOG_FLOOR, CurveModel
 from dvfslab.governors.errors import GovernorError
 
 if TYPE_CHECKING:
@@ -44,7 +38,6 @@ if TYPE_CHECKING:
 #: feature -> transform before standardizing: "log" for sizes (effects are multiplicative)
 CURVE_FEATURES: dict[str, str] = {"is_decoder": "id", "gpu_util_pct": "id", "n_layers": "log",
                                   "hidden_size": "log", "avg_seq_len": "log", "params_m": "log"}
-DEFAULT_ALPHA = 1.0
 TARGETS = {"energy": "ln(E / E_baseline)", "time": "ln(T / T_baseline)"}
 
 
@@ -69,7 +62,7 @@ class CurveFit:
 
     features: list[str]
     transforms: list[str]
-    levels_mhz: list[float]
+    levels: list[float]
     pipelines: dict[str, Pipeline]  # "energy", "time"
     alpha: float
     info: dict[str, Any] = field(default_factory=dict)
@@ -89,7 +82,7 @@ def training_targets(sweep: Sweep, train_ids: Sequence[str]) -> tuple[list[float
     """The levels every training workload was measured at and ``{target: (n_train, n_levels)}``."""
     levels = sorted(set.intersection(*(set(sweep.curve(w)[0]) for w in train_ids)))
     if not levels:
-        raise GovernorError("curve: no GPU level was measured for every training workload")
+        raise GovernorError(f"curve: no {sweep.knob.label} level was measured for every training workload")
     y = {part: np.log([[sweep.at(w, f)[k] / sweep.baseline_of(w)[k] for f in levels] for w in train_ids])
          for k, part in enumerate(TARGETS)}
     return [float(f) for f in levels], y
@@ -121,20 +114,20 @@ def fit_curve_pipelines(sweep: Sweep, features: pd.DataFrame, train_ids: Iterabl
 
 
 def export_curve(fit: CurveFit) -> dict:
-    """The ``dvfslab-curve`` spec of fitted pipelines (see :mod:`dvfslab.governors.curve`)."""
+    """The curve spec of fitted pipelines (see :mod:`dvfslab.governors.curve`)."""
     first = fit.pipelines["energy"]
     featured = bool(fit.features)  # else the mean curve (DummyRegressor), no scaling
     spec: dict[str, Any] = {
-        "format": CURVE_FORMAT, "version": CURVE_VERSION, "name": "curve", "features": fit.features,
+        "features": fit.features,
         "transforms": dict(zip(fit.features, fit.transforms, strict=True)),
         "impute": dict(zip(fit.features, first["impute"].statistics_.tolist(), strict=True)) if featured else {},
         "mean": first["scale"].mean_.tolist() if featured else [],
         "scale": first["scale"].scale_.tolist() if featured else [], "alpha": fit.alpha,
-        "levels_mhz": fit.levels_mhz, "info": fit.info}
+        "levels": fit.levels, "info": fit.info}
     for part, target in TARGETS.items():
         last = fit.pipelines[part]["ridge"]
         intercept = last.intercept_ if featured else np.ravel(last.constant_)
-        coef = np.asarray(last.coef_ if featured else [], dtype=float).reshape(len(fit.levels_mhz),
+        coef = np.asarray(last.coef_ if featured else [], dtype=float).reshape(len(fit.levels),
                                                                               len(fit.features))
         spec[part] = {"target": target, "intercept": np.atleast_1d(intercept).tolist(), "coef": coef.T.tolist()}
     return spec
@@ -144,12 +137,3 @@ def fit_curve_model(sweep: Sweep, features: pd.DataFrame, train_ids: Iterable[st
                     alpha: float = DEFAULT_ALPHA, candidates: Mapping[str, str] = CURVE_FEATURES) -> CurveModel:
     """Fit (:func:`fit_curve_pipelines`) and export: the board-side model."""
     return CurveModel(export_curve(fit_curve_pipelines(sweep, features, train_ids, alpha, candidates)))
-
-
-@register_governor("curve")
-def _build_curve(ctx: GovernorContext) -> CurveGovernor:
-    model = ctx.options.get("curve")
-    if not isinstance(model, CurveModel):
-        model = fit_curve_model(ctx.sweep, ctx.features, ctx.train_ids,
-                                alpha=ctx.options.get("curve_alpha", DEFAULT_ALPHA))
-    return CurveGovernor(model)

@@ -1,4 +1,4 @@
-"""The governors' error type and the one reader of a saved governor's JSON file.
+"""The governors' error type and the reader of a JSON file (a saved governor, a model config).
 
 Leaf module of :mod:`dvfslab.governors`: it imports nothing from the room, so every other
 module (the board-side ones included) can use it without pulling anything else in.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,3 @@ def read_model_json(path: str | os.PathLike, what: str, fix: str) -> Any:
         raise GovernorError(f"{p}: {what} is missing — {fix}") from None
     except json.JSONDecodeError as err:
         raise GovernorError(f"{p}: not JSON (line {err.lineno}: {err.msg})") from None
-
-
-def check_format(spec: Any, fmt: str, version: int, what: str) -> None:
-    """Raise :class:`GovernorError` unless ``spec`` is a mapping of format ``fmt``, ``version``
-    (``what``: the kind of file, e.g. ``"tree"``, in the message)."""
-    if not isinstance(spec, Mapping) or spec.get("format") != fmt:
-        raise GovernorError(f"not a dvfslab {what} (expected \"format\": \"{fmt}\")")
-    if spec.get("version") != version:
-        raise GovernorError(f"unknown {what} version {spec.get('version')!r}; this dvfslab reads {version}")

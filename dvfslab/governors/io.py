@@ -2,17 +2,17 @@
 
 ``dvfslab govern`` (:mod:`dvfslab.cli.govern`) is a thin layer over this module:
 
-* :func:`load_policy` turns ``--policy`` / ``--model`` / ``--max-slowdown`` into a governor
-  (``online`` and ``profiled`` are refused with how to use them: both need per-step energies
-  from inside training);
+* :func:`load_policy` turns ``--policy`` / ``--model`` / ``--max-slowdown`` / ``--time-model``
+  into a governor; a governor that cannot be used from a command line (``online`` and
+  ``profiled`` need per-step energies from inside training) is refused with its declared
+  reason (``command_line``);
 * :func:`features_from_hf_config` reads the features a Hugging Face ``config.json`` holds
   (layers, hidden size, decoder or encoder, an estimate of the parameter count);
 * :func:`decide` runs the governor on those features and says why.
 
-File formats: trees are ``dvfslab-tree`` JSON (:mod:`dvfslab.governors.tree`), curve models
-``dvfslab-curve`` JSON (:mod:`dvfslab.governors.curve`), FFG ``{"format": "dvfslab-fixed", "version": 1,
-"freq_mhz": ...}``. Notebook 05 writes ``models/ffg.json`` and ``models/curve.json`` next to
-notebook 03's ``models/mlg.json``.
+Saved governors are ``dvfslab-governor`` JSON files (:mod:`dvfslab.governors.files`): notebook 03
+writes ``models/mlg.json``, notebook 04 ``models/profiled.json``, notebook 05 ``models/curve.json``
+and ``models/ffg.json``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from typing import Any
 
 from dvfslab.core.levels import format_mhz, snap_mhz
 from dvfslab.data.catalog import is_decoder_config
-from dvfslab.governors.curve import CurveGovernor, CurveModel
+from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
+from dvfslab.governors.base import Governor
 from dvfslab.governors.errors import GovernorError, read_model_json
-from dvfslab.governors.limits import constrain
-from dvfslab.governors.static import load_fixed
-from dvfslab.governors.tree import TreeGovernor, paper_tree
-
-POLICIES = ("mlg", "mlg-paper", "curve", "ffg", "online", "profiled")
+from dvfslab.governors.files import load_governor
+from dvfslab.governors.objective import Objective
+from dvfslab.governors.registry import governor_class
 
 
 def _read_json(path: str | os.PathLike, what: str) -> dict:
@@ -38,40 +37,30 @@ def _read_json(path: str | os.PathLike, what: str) -> dict:
 
 
 def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slowdown_pct: float | None = None,
-                time_model: str | os.PathLike | None = None) -> Any:
-    """The governor ``dvfslab govern --policy ...`` uses (see the command's help)."""
-    if policy not in POLICIES:
-        raise GovernorError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-    if policy == "online":
-        raise GovernorError("the online governor probes levels during training and needs each step's energy, which a "
-                            "plain command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to your Trainer's "
-                            "callbacks (or drive dvfslab.governors.online.OnlineProfiler in your own loop; docs/governors.md), or "
-                            "use --policy mlg, curve or ffg here")
-    if policy == "profiled":
-        raise GovernorError("the profiled governor decides from its first warm-up + probe steps measured at the default "
-                            "clock inside training, which a plain command cannot report; in your training script run "
-                            "those steps under dvfslab.harness.callback.DvfsCallback(backend) (its step_rows() give each "
-                            "step's energy_j and time_s), then lock ProfiledGovernor.load(FILE).decide_from_steps(steps, "
-                            "gpu_util_pct) (docs/governors.md), or use --policy mlg, curve or ffg here")
-    if policy == "mlg-paper":
-        gov = TreeGovernor(paper_tree(), name="mlg-paper")
+                time_model: str | os.PathLike | None = None) -> Governor:
+    """The governor ``dvfslab govern --policy ...`` uses (see the command's help).
+
+    ``model``: its saved file (not needed by a governor that learns nothing, e.g. ``mlg-paper``);
+    ``max_slowdown_pct``: the objective's slowdown limit; ``time_model``: a saved ``curve``
+    governor whose time prediction a governor that only names a level needs under that limit.
+    """
+    cls = governor_class(policy)
+    if cls.command_line:
+        raise GovernorError(cls.command_line)
+    if not cls.needs_training:
+        gov = cls().fit()
     elif model is None:
         raise GovernorError(f"--policy {policy} needs --model FILE (models/{policy}.json written by `dvfslab pipeline`)"
                             + ("; --policy mlg-paper needs none" if policy == "mlg" else ""))
-    elif policy == "mlg":
-        gov = TreeGovernor.load(model, name="mlg")
-    elif policy == "curve":
-        gov = CurveGovernor(CurveModel.load(model))
     else:
-        gov = load_fixed(model)
+        gov = load_governor(model, policy=policy)
+    if gov.knob_ != DEFAULT_KNOB:
+        raise GovernorError(f"{model}: this {policy} governor decides {get_knob(gov.knob_).label} levels "
+                            f"({get_knob(gov.knob_).unit}); dvfslab govern sets the GPU clock")
     if max_slowdown_pct is None:
         return gov
-    if isinstance(gov, CurveGovernor):
-        return constrain(gov, max_slowdown_pct)
-    if time_model is None:
-        raise GovernorError(f"--max-slowdown with --policy {policy} needs --time-model FILE (a curve model, "
-                            "models/curve.json) to predict the slowdown of its level")
-    return constrain(gov, max_slowdown_pct, time_model=CurveModel.load(time_model))
+    times = load_governor(time_model, policy="curve").model if time_model is not None else None
+    return gov.with_params(objective=Objective(max_slowdown_pct, time_model=times))
 
 
 def features_from_hf_config(path: str | os.PathLike) -> dict[str, float]:
@@ -108,27 +97,27 @@ def _first(cfg: Mapping[str, Any], *keys: str) -> float | None:
     return None
 
 
-def decide(governor: Any, features: Mapping[str, Any],
-           levels_mhz: Sequence[float] | None = None) -> tuple[float | None, str]:
+def decide(governor: Governor, features: Mapping[str, Any],
+           level_table: Sequence[float] | None = None) -> tuple[float | None, str]:
     """``(level or None, one-line reason)``; a missing feature's error names the flag to pass.
 
-    The governor's answer is mapped onto ``levels_mhz`` (default: the governor's own table,
-    ``levels_mhz`` of a tree or FFG file) with :func:`dvfslab.core.levels.snap_mhz` — ties go
-    to the higher level, as the clocks' ``lock(..., nearest=True)`` and the replay do.
+    The governor's answer is mapped onto ``level_table`` (default: the governor's own table,
+    :meth:`~dvfslab.governors.base.Governor.own_levels`) with :func:`dvfslab.core.levels.snap_mhz`
+    — ties go to the higher level, as the clocks' ``lock(..., nearest=True)`` and the replay do.
     """
     try:
-        level = governor.decide(features)
+        level = governor.decide(features).level
     except GovernorError as err:
         msg = str(err)
         for feat, flag in FEATURE_FLAGS.items():
             if repr(feat) in msg:
                 msg += f" (pass {flag})"
         raise GovernorError(msg) from None
-    limit = getattr(governor, "max_slowdown_pct", None)
+    limit = governor.objective.max_slowdown_pct
     why = f"{governor.name}" + (f" with a {limit:g} % slowdown limit" if limit is not None else "")
     if level is None:
         return None, f"{why}: leave the clock to the board's default governor"
-    table = levels_mhz if levels_mhz else getattr(governor, "levels_mhz", ())
+    table = level_table if level_table else governor.own_levels()
     snapped = snap_mhz(level, table) if table else float(level)
     if snapped != float(level):
         return snapped, f"{why}: {format_mhz(snapped)} MHz (nearest level to {float(level):g} MHz)"

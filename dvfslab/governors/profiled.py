@@ -1,4 +1,4 @@
-"""Profiled governor, board side: measure a few steps at the default clock, then decide.
+"""Profiled governor: measure a few steps at the default clock, then decide.
 
 The bridge between the paper's offline tree (which decides from static model features before
 the run) and the online governor (which probes several levels during the run). The profiled
@@ -7,36 +7,32 @@ default clock (the baseline), measures
 
 * ``probe_step_time_s`` — mean time per step over the ``probe_steps`` steps after the warm-up,
 * ``probe_power_w`` — their mean power, energy / time,
-* ``gpu_util_pct`` — GPU utilization at the default clock (a reading of jtop / NVML while probing),
+* ``gpu_util_pct`` — GPU utilization at the default clock (from the workload's features: a
+  reading of jtop / NVML while probing),
 
 and predicts, from those measurements (and optionally the static model features besides), the
-energy and time of every level with a curve model (:mod:`dvfslab.governors.curve`: one ridge per
-level, fitted on a sweep by :func:`dvfslab.governors.fit.fit_profiled`); it then locks the level
-with the least predicted energy for the rest of the run.
+energy and time of every level with a curve model (:mod:`dvfslab.governors.curvemodel`: one ridge
+per level, fitted on a sweep's probes); it then holds the objective's choice (least predicted
+energy) for the rest of the run. The probing steps are charged: they run at the default clock
+instead of the chosen level, and the replay counts their energy and time
+(:mod:`dvfslab.evaluation.replay`), as it counts the online governor's.
 
-The probe is charged: its steps run at the default clock instead of the chosen level, and the
-replay (:class:`dvfslab.governors.fit.ProfiledReplay`) counts their energy and time, as the online
-governor's probing is counted. File format::
-
-    {"format": "dvfslab-profiled", "version": 1, "name": "profiled", "probe_steps": 5,
-     "warmup_steps": 1, "curve": {... a dvfslab-curve spec on the probe features ...}}
-
-Plain Python (no pandas, numpy or scikit-learn): this is what a board loads.
+Plain Python at decide time (no pandas, numpy or scikit-learn): this is what a board loads.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dvfslab.core.files import atomic_write_json
-from dvfslab.governors.curve import CurveModel, pick_level
-from dvfslab.governors.errors import GovernorError, check_format, read_model_json
+from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.curvemodel import DEFAULT_ALPHA, CurveModel, check_curve
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
-PROFILED_FORMAT = "dvfslab-profiled"
-PROFILED_VERSION = 1
+if TYPE_CHECKING:
+    from dvfslab.analysis.training import TrainingData
+
 #: feature -> transform before standardizing; measured at the default clock during the probe
 PROBE_FEATURES: dict[str, str] = {"probe_step_time_s": "log", "probe_power_w": "log", "gpu_util_pct": "id"}
 DEFAULT_PROBE_STEPS = 5
@@ -63,65 +59,106 @@ def probe_features(steps: Sequence[tuple[float, float]], warmup_steps: int = DEF
     return out
 
 
-class ProfiledGovernor:
+class ProfiledGovernor(ProbingGovernor):
     """Least predicted energy from a curve model on the probe's measurements (module doc).
 
-    ``decide(workload)``: ``workload`` holds the probe features (:func:`probe_features`) and,
-    if the model uses them, the static ones; a missing one takes the model's fill-in value.
+    ``alpha``: the ridge penalty of the fit; ``with_static``: the fit may use the static model
+    features besides the probe's.
     """
 
-    def __init__(self, model: CurveModel, probe_steps: int = DEFAULT_PROBE_STEPS,
-                 warmup_steps: int = DEFAULT_WARMUP_STEPS, name: str = "profiled",
-                 max_slowdown_pct: float | None = None):
-        if probe_steps < 1 or warmup_steps < 0:
-            raise GovernorError(f"profiled: probe_steps must be >= 1 and warmup_steps >= 0, got {probe_steps}, {warmup_steps}")
-        self.model = model
-        self.probe_steps, self.warmup_steps = int(probe_steps), int(warmup_steps)
-        self.name = name
-        self.max_slowdown_pct = None if max_slowdown_pct is None else float(max_slowdown_pct)
+    name = "profiled"
+    summary = "measures the first steps at the default clock (time, power, GPU util), predicts every level's energy"
+    command_line = ("the profiled governor decides from its first warm-up + probe steps measured at the default clock "
+                    "inside training, which a plain command cannot report; in your training script add "
+                    "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, governor=load_governor(FILE), "
+                    "workload=FEATURES) to the Trainer's callbacks (it runs those steps under DvfsCallback's energy "
+                    "windows, docs/governors.md), or use --policy mlg, curve or ffg here")
+    saves = ("probe_steps", "warmup_steps", "curve_")
 
-    @property
-    def levels_mhz(self) -> list[float]:
-        return list(self.model.levels_mhz)
+    def __init__(self, probe_steps: int = DEFAULT_PROBE_STEPS, warmup_steps: int = DEFAULT_WARMUP_STEPS,
+                 alpha: float = DEFAULT_ALPHA, with_static: bool = False, objective: Objective = LEAST_ENERGY):
+        self.probe_steps = probe_steps
+        self.warmup_steps = warmup_steps
+        self.alpha = alpha
+        self.with_static = with_static
+        self.objective = objective
 
     @property
     def profiling_steps(self) -> int:
-        """Steps run at the default clock before the level is locked (all of them charged)."""
-        return self.warmup_steps + self.probe_steps
+        """Steps run at the default clock before the level is held (all of them charged)."""
+        if self.probe_steps < 1 or self.warmup_steps < 0:
+            raise GovernorError(f"profiled: probe_steps must be >= 1 and warmup_steps >= 0, got {self.probe_steps}, "
+                                f"{self.warmup_steps}")
+        return int(self.warmup_steps) + int(self.probe_steps)
 
-    def decide(self, workload: Mapping[str, Any]) -> float | None:
-        return pick_level(self.model.predict(workload), self.max_slowdown_pct)
+    def _fit(self, data: TrainingData | None) -> None:
+        from dvfslab.governors.curvefit import CURVE_FEATURES, fit_curve_model
 
-    def decide_from_steps(self, steps: Sequence[tuple[float, float]], gpu_util_pct: float | None = None,
-                          static: Mapping[str, Any] | None = None) -> float | None:
-        """Decide from the probe's ``(energy_j, time_s)`` steps (live use), plus static features."""
-        if len(steps) < self.profiling_steps:
-            raise GovernorError(f"profiled: {len(steps)} of {self.profiling_steps} probing steps so far")
-        feats = probe_features(steps[:self.profiling_steps], self.warmup_steps, gpu_util_pct)
-        return self.decide({**(static or {}), **feats})
+        data = self._require(data)
+        n, source = self.profiling_steps, data.steps()
+        rows = data.rows().copy()
+        probe = [probe_features(list(zip(e, t, strict=True)), self.warmup_steps)
+                 for t, e in (source.steps(str(w), None, n) for w in rows["workload_id"])]
+        for col in ("probe_step_time_s", "probe_power_w"):
+            rows[col] = [p[col] for p in probe]
+        candidates = dict(PROBE_FEATURES)
+        if self.with_static:
+            candidates.update({k: v for k, v in CURVE_FEATURES.items() if k not in candidates})
+        self.curve_ = fit_curve_model(data.sweep, rows, data.train_ids, alpha=float(self.alpha),
+                                      candidates=candidates).spec
 
-    def with_max_slowdown(self, max_slowdown_pct: float) -> ProfiledGovernor:
-        return ProfiledGovernor(self.model, self.probe_steps, self.warmup_steps, self.name, max_slowdown_pct)
+    @property
+    def model(self) -> CurveModel:
+        return CurveModel(self._fitted("curve_"))
 
-    def spec(self) -> dict:
-        return {"format": PROFILED_FORMAT, "version": PROFILED_VERSION, "name": self.name,
-                "probe_steps": self.probe_steps, "warmup_steps": self.warmup_steps, "curve": self.model.spec}
+    def check_state(self) -> None:
+        check_curve(self._fitted("curve_"))
 
-    def save(self, path: str | os.PathLike) -> None:
-        atomic_write_json(path, self.spec())
+    def own_levels(self) -> list[float]:
+        return [float(f) for f in self._fitted("curve_")["levels"]]
 
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> ProfiledGovernor:
-        """Read a file written by :meth:`save`; errors name the file and the problem."""
-        spec = read_model_json(path, "profiled governor file",
-                               "`dvfslab pipeline` writes it under <out>/models/profiled.json")
-        try:
-            return cls.from_spec(spec)
-        except GovernorError as err:
-            raise GovernorError(f"{Path(path)}: {err}") from None
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ProfiledSession:
+        return ProfiledSession(self, workload)
 
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> ProfiledGovernor:
-        check_format(spec, PROFILED_FORMAT, PROFILED_VERSION, "profiled governor")
-        return cls(CurveModel(spec.get("curve", {})), int(spec.get("probe_steps", DEFAULT_PROBE_STEPS)),
-                   int(spec.get("warmup_steps", DEFAULT_WARMUP_STEPS)), str(spec.get("name", "profiled")))
+    def steps_reason(self, data: TrainingData) -> str:
+        if data.steps().covers(data.sweep.workload_ids(), self.profiling_steps):
+            return ""
+        return ("the dataset records no steps at the default level (no steps.csv, no steps count in runs.csv), so its "
+                "probe cannot be read")
+
+
+class ProfiledSession(ProbeSession):
+    """The profiled governor on one job: ``profiling_steps`` steps at the default clock (None), then
+    the objective's choice on the curves predicted from what they measured."""
+
+    def __init__(self, governor: ProfiledGovernor, workload: Mapping[str, Any]):
+        self.governor, self.workload = governor, dict(workload)
+        self.model = governor.model
+        self.profiling_steps = governor.profiling_steps
+        self.observed: list[ProbeStep] = []
+        self._level: float | None = None
+
+    def next_level(self) -> float | None:
+        return None if not self.done else self._level
+
+    def observe(self, step: ProbeStep) -> None:
+        if self.done:
+            return
+        self.observed.append(step)
+        if self.done:
+            self._level = self._decide()
+
+    def features(self) -> dict[str, Any]:
+        """The workload's features with the probe's measurements added."""
+        util = self.workload.get("gpu_util_pct")
+        util = None if util is None or util != util else float(util)
+        steps = [(s.energy_j, s.time_s) for s in self.observed]
+        return {**self.workload, **probe_features(steps, self.governor.warmup_steps, util)}
+
+    def _decide(self) -> float | None:
+        c = self.model.predict(self.features())
+        return self.governor.objective.select(c["level"], c["energy_rel"], c["time_rel"])
+
+    @property
+    def level(self) -> float | None:
+        return self._level

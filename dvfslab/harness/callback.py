@@ -38,8 +38,9 @@ PROBE_WINDOW = "online-probe-step"
 class DvfsCallback(TrainerCallback):
     """Clock control by a level policy, power sampling and step timing for a ``Trainer``.
 
-    The policy: ``policy``, or built from ``freq_mhz`` (one exact level) / ``governor`` (any
-    object whose ``decide(features)`` returns MHz, snapped to the nearest level, or None); with
+    The policy: ``policy``, or built from ``freq_mhz`` (one exact level) / ``governor`` (a
+    :class:`~dvfslab.governors.base.Governor`: its ``decide(features).level``, snapped to the
+    nearest level, or None); with
     none of them the clocks are not touched. ``warmup_steps`` optimizer steps run before the
     measured windows open. ``sampler``: an existing :class:`~dvfslab.measure.sampler.PowerSampler`
     (a sweep's; started and stopped by its owner when it runs); otherwise one is made on the

@@ -8,14 +8,16 @@ only answers questions, so each way of choosing a level is a few lines:
   the experiment somewhere else);
 * :class:`GovernorLevel`: ask a governor once, before training, from the workload's features;
   its answer is snapped to the board's levels by :func:`dvfslab.core.levels.snap_mhz`;
-* :class:`OnlineLevel`: the online profiler of :mod:`dvfslab.governors.online`, asked before
-  every step, fed each probing step's energy and time, then holding its chosen level.
+* :class:`OnlineLevel`: a probing governor's session (:class:`dvfslab.governors.base.ProbeSession`:
+  the online governor, the profiled one), asked before every step, fed each probing step's
+  energy and time, then holding its chosen level.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dvfslab.governors.base import Governor, ProbeSession, ProbeStep
 from dvfslab.harness.types import FinetuneError
 
 
@@ -64,38 +66,40 @@ class GovernorLevel(LevelPolicy):
 
     nearest = True
 
-    def __init__(self, governor, features: Mapping | None = None):
+    def __init__(self, governor: Governor, features: Mapping | None = None):
         self.governor = governor
         self.features = dict(features or {})
-        self.name = str(getattr(governor, "name", type(governor).__name__))
+        self.name = governor.name
 
     def start_mhz(self) -> float | None:
-        choice = self.governor.decide(self.features)
+        choice = self.governor.decide(self.features).level
         return None if choice is None else float(choice)
 
 
 class OnlineLevel(LevelPolicy):
-    """Live probing with an :class:`~dvfslab.governors.online.OnlineProfiler`, step by step."""
+    """Live probing with a probing governor's :class:`~dvfslab.governors.base.ProbeSession`, step by step."""
 
-    name = "online"
     per_step = True
     needs_energy = True
+    nearest = True
 
-    def __init__(self, profiler):
-        self.profiler = profiler
+    def __init__(self, session: ProbeSession, name: str = "online"):
+        self.session = session
+        self.name = name
 
     def step_mhz(self) -> float | None:
-        return self.profiler.next_level()
+        return self.session.next_level()
 
     @property
     def probing(self) -> bool:
-        return not self.profiler.done
+        return not self.session.done
 
     def observe(self, freq_mhz: float | None, energy_j: float, time_s: float) -> None:
-        self.profiler.observe(freq_mhz, energy_j, time_s)
+        self.session.observe(ProbeStep(freq_mhz, time_s, energy_j))
 
 
-def policy_for(freq_mhz: float | None = None, governor=None, features: Mapping | None = None) -> LevelPolicy:
+def policy_for(freq_mhz: float | None = None, governor: Governor | None = None,
+               features: Mapping | None = None) -> LevelPolicy:
     """The policy for the classic arguments: a fixed level, a governor, or neither."""
     if freq_mhz is not None and governor is not None:
         raise FinetuneError("give either freq_mhz or a governor, not both")

@@ -42,32 +42,34 @@ SCALARS = ("oracle_saving_pct", "oracle_saving_le70m_pct", "oracle_saving_gt70m_
 
 
 def learned_tree(sweep, features, train_ids, seed: int = 0) -> dict:
-    """The learned tree (MLG) as notebook 03 picks it: the decision tree of the small grid with the
-    best leave-one-workload-out accuracy, refitted on the training workloads."""
+    """The learned tree's (MLG) registry parameters as notebook 03 picks them: the decision tree of
+    the small grid with the best leave-one-workload-out accuracy, on the usable features."""
     from dvfslab.analysis import features as FT
-    from dvfslab.analysis import selection as S
+    from dvfslab.evaluation import selection as S
 
     train = features[features["workload_id"].isin(train_ids)].reset_index(drop=True)
     used, _dropped = FT.usable_features(train)
     trees = {k: m for k, m in S.candidate_models(quick=True, seed=seed).items() if S.family(k) == "tree"}
     cv = S.summarize_cv(S.fold_metrics(S.cross_validate(trees, train, sweep, used, schemes=["loocv"])), trees)
     best = S.select_best(cv, family_name="tree", metric="accuracy", scheme="loocv")
-    return S.fit_tree_governor_dict(trees[best], train, used, sweep, name="mlg")
+    return {"estimator": trees[best], "features": list(used)}
 
 
 def mlg_minus_ffg_pts(ds: Dataset, seed: int = 0) -> float:
     """Mean saving of the learned tree minus FFG's on the evaluation workloads (replayed)."""
     from dvfslab.analysis import aggregate as F
     from dvfslab.analysis import features as FT
-    from dvfslab.analysis import replay as E
-    from dvfslab.governors import base as G
+    from dvfslab.analysis.training import TrainingData
+    from dvfslab.evaluation import replay as E
+    from dvfslab.governors import registry as G
 
     sweep = F.sweep_from_dataset(ds)
     table = FT.feature_table(sweep)
     train_split, eval_split = FT.pick_splits(table)
     train_ids = list(table.loc[table["split"] == train_split, "workload_id"])
-    ctx = G.GovernorContext(sweep, table, train_ids, trees={"mlg": learned_tree(sweep, table, train_ids, seed)})
-    per = E.replay(G.build_governors(["ffg", "mlg"], ctx), sweep, table, sweep.workload_ids(eval_split))
+    govs = G.build(["ffg", "mlg"], TrainingData(sweep, table, train_ids),
+                   {"mlg": learned_tree(sweep, table, train_ids, seed)})
+    per = E.replay(govs, sweep, table, sweep.workload_ids(eval_split))
     return float(E.difference_pts(E.summarize(per), "mlg", "ffg"))
 
 

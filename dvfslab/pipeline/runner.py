@@ -3,12 +3,14 @@
 ``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
 other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``. The notebooks
 chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
-``summary.json``). The output folder then holds:
+``summary.json``). The notebooks save their figures with
+:func:`dvfslab.pipeline.figures.save_figure`. The output folder then holds:
 
 * ``NN_name.ipynb`` — the executed notebooks (with the parameters they ran with), and
   ``NN_name.html`` — their HTML rendering;
 * ``figures/*.png``, ``tables/*.csv``, ``models/mlg.json``;
-* ``summary.json`` — the headline numbers (keys documented in docs/method.md), among them
+* ``summary.json`` — the headline numbers (keys documented in docs/method.md;
+  :mod:`dvfslab.pipeline.summary` reads and writes it), among them
   ``recommended: {policy, cv_regret_pct, ffg_cv_regret_pct, reason, ...}`` (notebook 04: the
   governor to use, FFG unless a learned one beats it beyond the CV noise; docs/governors.md),
   which the run also prints at its end.
@@ -19,7 +21,6 @@ and the cell; its executed copy (with the traceback) is kept.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,9 +28,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text, jsonable
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import atomic_write_text
 from dvfslab.data.contract import load_dataset
-from dvfslab.hw.base import DvfsError
+from dvfslab.pipeline.summary import recommendation_line, update_summary
 
 NOTEBOOKS: tuple[str, ...] = ("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
                               "04_governor_evaluation", "05_beyond_the_paper")
@@ -70,57 +72,6 @@ def notebook_dir() -> Path:
         raise PipelineError(f"{path}: the notebooks are not there; reinstall dvfslab (pip install .), "
                             "or in a checkout restore the link dvfslab/pipeline/notebooks -> ../../notebooks")
     return path
-
-
-# --------------------------------------------------------------------------------------------
-# summary.json
-# --------------------------------------------------------------------------------------------
-
-
-
-def read_summary(out_dir: str | os.PathLike) -> dict:
-    """The summary.json of an output folder ({} when there is none yet)."""
-    path = Path(out_dir) / "summary.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def update_summary(out_dir: str | os.PathLike, updates: Mapping[str, Any], fresh: bool = False) -> dict:
-    """Merge ``updates`` (top-level keys) into summary.json, atomically; ``fresh`` starts anew."""
-    summary = {} if fresh else read_summary(out_dir)
-    summary.update(jsonable(dict(updates)))
-    atomic_write_json(Path(out_dir) / "summary.json", summary)
-    return summary
-
-
-def recommendation_line(summary: Mapping[str, Any]) -> str | None:
-    """One line saying which governor the run recommends and why (None when not computed)."""
-    rec = summary.get("recommended")
-    if not rec:
-        return None
-    return (f"recommended governor: {rec['policy']} (leave-one-model-out regret {_pct(rec.get('cv_regret_pct'))}, "
-            f"FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f} %"
-
-
-def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> Any:
-    """Save a figure as PNG (atomically), close it, and return it as an image to display.
-
-    Rendering once and showing the saved PNG halves the plotting time of a notebook compared
-    with the inline backend drawing every figure a second time.
-    """
-    import io
-
-    import matplotlib.pyplot as plt
-    from IPython.display import Image
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")  # keeps legends placed outside the axes
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return Image(data=buf.getvalue(), format="png")
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 :func:`twin_findings` reads a dataset by docs/method.md's definitions (oracle, FFG, the paper's
 published tree applied); :func:`findings_markdown` is the side-by-side table. The paper's tree
-is the one copy in :func:`dvfslab.governors.base.paper_tree` (its default reading of where the
+is the one copy in :func:`dvfslab.governors.tree.paper_tree` (its default reading of where the
 utilization split sits; docs/calibration.md explains the ambiguity), decided by
-:class:`~dvfslab.governors.base.TreeGovernor`.
+:class:`~dvfslab.governors.tree.PaperTreeGovernor`.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ __all__ = ["findings_markdown", "paper_tree_levels", "paper_util_split_pct", "tw
 
 def _paper_tree():
     # the governors room sits above the twin: imported on use, so ``import dvfslab.sim`` stays light
-    from dvfslab.governors.tree import TreeGovernor, paper_tree
+    from dvfslab.governors.tree import PaperTreeGovernor
 
-    return TreeGovernor(paper_tree(), name="mlg-paper")
+    return PaperTreeGovernor().fit()
 
 
 def paper_util_split_pct() -> float:
     """Where the paper's tree splits on GPU utilization (%), read from the governors' tree."""
-    nodes = _paper_tree().tree["nodes"]
+    nodes = _paper_tree().tree_["nodes"]
     return next(float(n["threshold"]) for n in nodes if n.get("feature") == "gpu_util_pct")
 
 
@@ -36,7 +36,7 @@ def paper_tree_levels(workloads: pd.DataFrame, maxn_util_pct: pd.Series, levels:
     (the tree's levels are the AGX Orin's; other boards' tables get the nearest)."""
     gov = _paper_tree()
     return pd.Series([snap_mhz(gov.decide({"workload_id": w, "n_layers": r.n_layers, "avg_seq_len": r.avg_seq_len,
-                                           "gpu_util_pct": maxn_util_pct.at[w]}), levels)
+                                           "gpu_util_pct": maxn_util_pct.at[w]}).level, levels)
                       for w, r in workloads.iterrows()], index=workloads.index, dtype=float)
 
 

@@ -1,21 +1,21 @@
 """Replay governors over a sweep: chosen level, energy, time, saving, slowdown, regret.
 
-For a workload ``w`` and a policy ``p`` (docs/method.md, "Evaluation definitions"):
+For a workload ``w`` and a governor ``p`` (docs/method.md, "Evaluation definitions"):
 
-* the policy's level is ``p.decide(features of w)``; ``None`` replays the baseline runs;
+* the level is ``p.decide(features of w, probe).level``; ``None`` replays the baseline runs;
   a level the workload was not measured at is replaced by its nearest measured level
   (:meth:`Sweep.nearest_level`, the :func:`dvfslab.core.levels.snap_mhz` rule: ties go to the
   higher level, as on the board) and ``snapped`` says so — e.g. the paper's tree on another
-  board's frequency table;
+  board's level table;
+* a probing governor (``online``, ``profiled``) gets a probe that reads the dataset's steps
+  (:class:`dvfslab.analysis.steps.StepProbe`) and returns the steps it probed; they are
+  **charged**: the run at the decided level with its first ``n`` steps replaced by the ``n``
+  probed ones, ``E = E(l*) - sum_{i<n} e(l*, i) + sum_{i<n} e(probe_i)`` (the same for time;
+  ``l*`` None: the default clock's steps), and ``profiling_steps = n``;
 * ``saving_pct = 100 (1 - E_p / E_b)``, ``slowdown_pct = 100 (T_p / T_b - 1)``,
   ``regret_pct = 100 (E_p - E_oracle) / E_b`` with means over the ok repetitions.
 
-A governor that spends steps choosing (the online governor, the profiled governor's probe at
-the default clock) also has ``charge(workload_id,
-freq_mhz, energy_j, time_s) -> (energy_j, time_s, profiling_steps)``: its probing steps'
-energy and time replace the first steps of the run, and ``profiling_steps`` says how many.
-
-Evaluation is generic: any object with ``name`` and ``decide`` can be replayed.
+Evaluation is generic: any :class:`~dvfslab.governors.base.Governor` can be replayed.
 """
 
 from __future__ import annotations
@@ -26,60 +26,81 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dvfslab.analysis.aggregate import Sweep
-from dvfslab.governors.base import Governor
+from dvfslab.analysis.aggregate import Sweep, SweepError
+from dvfslab.analysis.steps import StepSource
+from dvfslab.governors.base import Decision, Governor
 from dvfslab.governors.errors import GovernorError
 
 PER_WORKLOAD_COLUMNS = ["policy", "workload_id", "model", "task", "split", "params_m", "size_group",
-                        "decided_freq_mhz", "freq_mhz", "snapped", "energy_j", "time_s", "baseline_energy_j",
+                        "decided_level", "level", "snapped", "energy_j", "time_s", "baseline_energy_j",
                         "baseline_time_s", "oracle_energy_j", "saving_pct", "slowdown_pct", "regret_pct",
                         "profiling_steps", "error"]
 SUMMARY_KEYS = ("mean_saving_pct", "max_saving_pct", "min_saving_pct", "mean_slowdown_pct", "mean_regret_pct")
 
 
-def replay_one(governor: Governor, sweep: Sweep, workload: Mapping[str, Any]) -> dict:
-    """Replay one governor on one workload (a feature-table row as a dict)."""
+def replay_one(name: str, governor: Governor, sweep: Sweep, workload: Mapping[str, Any],
+               steps: StepSource | None = None) -> dict:
+    """Replay one governor on one workload (a feature-table row as a dict); ``steps`` feeds the
+    probe of a probing governor."""
     wid = workload["workload_id"]
     e_b, t_b = sweep.baseline_of(wid)
-    e_o = sweep.at(wid, sweep.oracle_freq(wid))[0]
-    row = {"policy": governor.name, "workload_id": wid, "baseline_energy_j": e_b, "baseline_time_s": t_b,
-           "oracle_energy_j": e_o, "decided_freq_mhz": np.nan, "freq_mhz": np.nan, "snapped": False,
+    e_o = sweep.at(wid, sweep.oracle_level(wid))[0]
+    row = {"policy": name, "workload_id": wid, "baseline_energy_j": e_b, "baseline_time_s": t_b,
+           "oracle_energy_j": e_o, "decided_level": np.nan, "level": np.nan, "snapped": False,
            "energy_j": np.nan, "time_s": np.nan, "profiling_steps": 0, "error": ""}
     for key in ("model", "task", "split", "params_m", "size_group"):
         row[key] = workload.get(key)
     try:
-        decided = governor.decide(workload)
-    except GovernorError as err:
+        decision = governor.decide(workload, steps.probe(wid) if governor.probing and steps is not None else None)
+    except (GovernorError, SweepError) as err:
         row["error"] = str(err)
         return row
-    freq = None
-    if decided is None:
+    level = None
+    if decision.level is None:
         row["energy_j"], row["time_s"] = e_b, t_b
     else:
-        freq = sweep.nearest_level(wid, decided)
-        row.update(decided_freq_mhz=float(decided), freq_mhz=freq, snapped=not np.isclose(freq, decided, atol=1e-6))
-        row["energy_j"], row["time_s"] = sweep.at(wid, freq)
-    if hasattr(governor, "charge"):  # governors that spend steps deciding (online): their cost counts
+        level = sweep.nearest_level(wid, decision.level)
+        row.update(decided_level=float(decision.level), level=level,
+                   snapped=not np.isclose(level, decision.level, atol=1e-6))
+        row["energy_j"], row["time_s"] = sweep.at(wid, level)
+    if decision.probed:
         try:
-            row["energy_j"], row["time_s"], row["profiling_steps"] = governor.charge(wid, freq, row["energy_j"],
-                                                                                    row["time_s"])
-        except GovernorError as err:
+            row["energy_j"], row["time_s"] = charge(decision, wid, level, row["energy_j"], row["time_s"], steps)
+            row["profiling_steps"] = len(decision.probed)
+        except SweepError as err:
             row.update(energy_j=np.nan, time_s=np.nan, error=str(err))
     return row
 
 
+def charge(decision: Decision, workload_id: str, level: float | None, energy_j: float, time_s: float,
+           steps: StepSource | None) -> tuple[float, float]:
+    """``(energy_j, time_s)`` of the run at ``level`` with its first steps replaced by the probed ones
+    (module doc)."""
+    if steps is None:
+        raise SweepError(f"{workload_id}: the probed steps cannot be charged without the dataset's steps")
+    n = len(decision.probed)
+    t_l, e_l = steps.steps(workload_id, level, n)
+    energy = energy_j - e_l.sum() + sum(s.energy_j for s in decision.probed)
+    time = time_s - t_l.sum() + sum(s.time_s for s in decision.probed)
+    return float(energy), float(time)
+
+
 def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep, features: pd.DataFrame,
-           workload_ids: Iterable[str] | None = None) -> pd.DataFrame:
+           workload_ids: Iterable[str] | None = None, steps: StepSource | None = None) -> pd.DataFrame:
     """Per-workload results of every governor (tidy: one row per policy x workload).
 
+    ``governors``: name -> fitted governor (or governors, named by their registry name);
     ``features`` is the feature table (what governors see); ``workload_ids`` restricts the
-    workloads (e.g. the evaluation split). A governor that cannot decide for a workload gets
-    NaN figures and the reason in ``error``.
+    workloads (e.g. the evaluation split); ``steps``: the dataset's steps for probing governors
+    (read from the sweep's dataset when one needs them). A governor that cannot decide for a
+    workload gets NaN figures and the reason in ``error``.
     """
-    govs = list(governors.values()) if isinstance(governors, Mapping) else list(governors)
+    govs = dict(governors) if isinstance(governors, Mapping) else {g.name: g for g in governors}
+    if steps is None and any(g.probing for g in govs.values()):
+        steps = StepSource.from_sweep(sweep)
     rows_in = features if workload_ids is None else features[features["workload_id"].isin(set(workload_ids))]
     records = rows_in.to_dict("records")
-    rows = [replay_one(g, sweep, w) for g in govs for w in records]
+    rows = [replay_one(n, g, sweep, w, steps) for n, g in govs.items() for w in records]
     out = pd.DataFrame(rows, columns=PER_WORKLOAD_COLUMNS)
     out["saving_pct"] = 100.0 * (1.0 - out["energy_j"] / out["baseline_energy_j"])
     out["slowdown_pct"] = 100.0 * (out["time_s"] / out["baseline_time_s"] - 1.0)
@@ -112,7 +133,7 @@ def summary_dict(summary: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     mean_regret_pct, n_workloads[, profiling_steps]}}`` from an ungrouped :func:`summarize` frame (NaN -> None)."""
     out = {}
     for _, row in summary.iterrows():
-        d: dict[str, float | None] = {k: _num(row[k]) for k in SUMMARY_KEYS}
+        d: dict[str, float | None] = {k: num_or_none(row[k]) for k in SUMMARY_KEYS}
         d["n_workloads"] = int(row["n_workloads"])
         if row.get("profiling_steps", 0) and not np.isnan(row["profiling_steps"]):
             d["profiling_steps"] = float(row["profiling_steps"])
@@ -120,7 +141,8 @@ def summary_dict(summary: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     return out
 
 
-def _num(x: Any) -> float | None:
+def num_or_none(x: Any) -> float | None:
+    """``x`` as a float, None for NaN (summary.json holds no NaN)."""
     x = float(x)
     return None if np.isnan(x) else x
 
@@ -130,12 +152,7 @@ def difference_pts(summary: pd.DataFrame, a: str, b: str, key: str = "mean_savin
     s = summary.set_index("policy")
     if a not in s.index or b not in s.index:
         return None
-    return _num(s.loc[a, key] - s.loc[b, key])
-
-
-# The paper's headline numbers (Park et al. 2026), for side-by-side tables.
-PAPER = {"sweet_spot_mhz": (510.0, 816.0), "loocv_accuracy": 0.62, "mlg_mean_saving_pct": 13.11,
-         "mlg_max_saving_pct": 26.73, "mlg_minus_ffg_pts": 0.9, "large_models_mean_saving_pct": "> 22"}
+    return num_or_none(s.loc[a, key] - s.loc[b, key])
 
 
 def paper_comparison(summary: Mapping[str, Any], by_size: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -146,7 +163,7 @@ def paper_comparison(summary: Mapping[str, Any], by_size: pd.DataFrame | None = 
     gov = summary.get("governors", {})
     mlg, ffg = gov.get("mlg") or {}, gov.get("ffg") or {}
     ch, ms = summary.get("characterization", {}), summary.get("model_selection", {})
-    spot = ch.get("sweet_spot_mhz", {})
+    spot = ch.get("optimal_level_range", {})
     large = None
     if by_size is not None:
         row = by_size[(by_size["policy"] == "mlg") & (by_size["size_group"] == "> 70M")]

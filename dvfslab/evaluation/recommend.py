@@ -1,12 +1,13 @@
 """Which governor the pipeline recommends, and why: grouped CV regret, FFG unless clearly beaten.
 
-The candidates (learned governors: ``mlg``, ``curve``, ``profiled`` by default) and FFG are
-replayed under leave-one-model-out CV on the training workloads
-(:func:`dvfslab.analysis.govcv.cv_replay`, scheme ``lomo``: a model's tasks are held out
+The candidates (the registry's governors that learn from the training workloads, FFG aside:
+``mlg``, ``curve``, ``profiled``; :func:`default_candidates`) and FFG are replayed under
+leave-one-model-out CV on the training workloads (:func:`dvfslab.evaluation.govcv.cv_replay`,
+scheme ``lomo``: a model's tasks are held out
 together, so a governor is judged on models it has never seen). Then:
 
 * a candidate's CV regret is its mean regret over the held-out workloads (as
-  :func:`dvfslab.analysis.replay.summarize` computes it);
+  :func:`dvfslab.evaluation.replay.summarize` computes it);
 * **the CV noise** is the standard error of the per-fold difference: for each fold ``k`` (one
   held-out model), ``d_k`` = the candidate's mean regret on the fold minus FFG's; the noise is
   ``sd(d_k) / sqrt(K)`` over the ``K`` folds (sample standard deviation). The folds, not the
@@ -31,13 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dvfslab.analysis.aggregate import Sweep
-from dvfslab.analysis.govcv import cv_folds, cv_replay, fold_context, with_probe_source
-from dvfslab.analysis.replay import replay
-from dvfslab.governors.base import build_governors
+from dvfslab.analysis.training import TrainingData
+from dvfslab.evaluation.govcv import cv_folds, cv_replay, fit_fold
+from dvfslab.evaluation.replay import num_or_none, replay
+from dvfslab.governors.base import Governor
+from dvfslab.governors.registry import registry
 
 FALLBACK = "ffg"
-DEFAULT_CANDIDATES = ("mlg", "curve", "profiled")
 SCHEME = "lomo"
 SCHEME_WORDS = {"lomo": "leave-one-model-out", "loocv": "leave-one-workload-out"}
 
@@ -56,22 +57,23 @@ class Recommendation:
 
     def as_dict(self) -> dict[str, Any]:
         """The ``recommended`` section of summary.json."""
-        cands = {str(r["policy"]): {k: _num(r[k]) for k in ("cv_regret_pct", "diff_pts", "noise_pts")}
+        cands = {str(r["policy"]): {k: num_or_none(r[k]) for k in ("cv_regret_pct", "diff_pts", "noise_pts")}
                  | {"beats_ffg": bool(r["beats_ffg"]), "n_failed": int(r["n_failed"])}
                  for _, r in self.table.iterrows()}
         return {"policy": self.policy, "cv_regret_pct": self.cv_regret_pct, "ffg_cv_regret_pct": self.ffg_cv_regret_pct,
                 "reason": self.reason, "scheme": self.scheme, "n_folds": self.n_folds, "candidates": cands}
 
 
-def _num(x: Any) -> float | None:
-    x = float(x)
-    return None if math.isnan(x) else x
+def default_candidates() -> list[str]:
+    """The governors that may replace FFG: every registered one that learns from the training
+    workloads (``needs_training``), FFG aside, in registry order."""
+    return [n for n, cls in registry().items() if cls.needs_training and n != FALLBACK]
 
 
 def compare(cv: pd.DataFrame, candidates: Iterable[str], fallback: str = FALLBACK, scheme: str = SCHEME) -> pd.DataFrame:
     """Per candidate: ``cv_regret_pct``, ``n_failed``, ``diff_pts`` (mean over folds of the fold's mean
     regret minus the fallback's), ``noise_pts`` (standard error of that difference), ``n_folds``,
-    ``beats_ffg``. ``cv``: :func:`~dvfslab.analysis.govcv.cv_replay` rows (``scheme``, ``held_out``)."""
+    ``beats_ffg``. ``cv``: :func:`~dvfslab.evaluation.govcv.cv_replay` rows (``scheme``, ``held_out``)."""
     rows = cv[cv["scheme"] == scheme]
     by_fold = rows.groupby(["policy", "held_out"])["regret_pct"].mean().unstack("policy")
     out = []
@@ -91,11 +93,12 @@ def compare(cv: pd.DataFrame, candidates: Iterable[str], fallback: str = FALLBAC
                                       "beats_ffg"])
 
 
-def recommend(cv: pd.DataFrame, candidates: Iterable[str] = DEFAULT_CANDIDATES, fallback: str = FALLBACK,
+def recommend(cv: pd.DataFrame, candidates: Iterable[str] | None = None, fallback: str = FALLBACK,
               scheme: str = SCHEME) -> Recommendation:
-    """The recommendation from CV rows (module doc)."""
+    """The recommendation from CV rows (module doc); ``candidates`` default: :func:`default_candidates`."""
+    candidates = default_candidates() if candidates is None else list(candidates)
     rows = cv[(cv["scheme"] == scheme) & (cv["policy"] == fallback)]
-    ffg = _num(rows["regret_pct"].mean()) if len(rows) else None
+    ffg = num_or_none(rows["regret_pct"].mean()) if len(rows) else None
     n_folds = int(rows["held_out"].nunique()) if len(rows) else 0
     table = compare(cv, [c for c in candidates if c != fallback], fallback, scheme)
     words = SCHEME_WORDS.get(scheme, scheme)
@@ -138,31 +141,27 @@ def versus_fallback(cv: pd.DataFrame, nested: pd.DataFrame, fallback: str = FALL
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.iloc[0].items()} if len(row) else {}
 
 
-def nested_recommended(sweep: Sweep, features: pd.DataFrame, workload_ids: Sequence[str],
-                       candidates: Sequence[str] = DEFAULT_CANDIDATES, *, tree_model: Any | None = None,
-                       feature_cols: Sequence[str] = (), options: Mapping[str, Any] | None = None,
+def nested_recommended(governors: Mapping[str, Governor], data: TrainingData, candidates: Sequence[str] | None = None, *,
                        scheme: str = SCHEME, name: str = "recommended") -> pd.DataFrame:
     """Per held-out workload, the replay of the governor the rule recommends *without* the held-out group.
 
-    Rows as :func:`dvfslab.analysis.replay.replay`'s with ``policy = name``, plus ``scheme``,
+    ``governors``: name -> unfitted governor, FFG and the candidates among them. Rows as
+    :func:`dvfslab.evaluation.replay.replay`'s with ``policy = name``, plus ``scheme``,
     ``held_out`` and ``chosen`` (the policy recommended in that fold)."""
-    ids = list(workload_ids)
-    names = [FALLBACK, *[c for c in candidates if c != FALLBACK]]
-    options = with_probe_source(sweep, names, options)
-    rows = features[features["workload_id"].isin(ids)].reset_index(drop=True)
+    candidates = [c for c in (default_candidates() if candidates is None else candidates) if c != FALLBACK]
+    protos = {n: governors[n] for n in [FALLBACK, *candidates]}
+    rows = data.rows().reset_index(drop=True)
     out = []
     for _, held, group in cv_folds(rows, [scheme]):
-        inner = [w for w in ids if w not in set(held)]
-        inner_cv = cv_replay(sweep, features, names, inner, tree_model=tree_model, feature_cols=feature_cols,
-                             schemes=[scheme], options=options)
-        rec = recommend(inner_cv, candidates, FALLBACK, scheme)
-        ctx = fold_context(sweep, features, inner, tree_model if rec.policy == "mlg" else None, feature_cols, options)
-        gov = build_governors([rec.policy], ctx)[rec.policy]
-        per = replay([gov], sweep, features, held)
+        inner = data.subset([w for w in data.train_ids if w not in set(held)])
+        rec = recommend(cv_replay(protos, inner, schemes=[scheme]), candidates, FALLBACK, scheme)
+        gov = fit_fold({rec.policy: protos[rec.policy]}, inner)
+        per = replay(gov, data.sweep, data.features, held, data.steps() if gov[rec.policy].probing else None)
         out.append(per.assign(policy=name, scheme=scheme, held_out=group, chosen=rec.policy))
     if not out:
         return pd.DataFrame(columns=["policy", "workload_id", "scheme", "held_out", "chosen"])
     return pd.concat(out, ignore_index=True)
 
 
-__all__ = ["DEFAULT_CANDIDATES", "FALLBACK", "Recommendation", "compare", "nested_recommended", "recommend", "versus_fallback"]
+__all__ = ["FALLBACK", "Recommendation", "compare", "default_candidates", "nested_recommended", "recommend",
+           "versus_fallback"]

@@ -1,6 +1,6 @@
-"""Model selection: which classifier predicts the energy-optimal GPU level best?
+"""Model selection: which classifier predicts the energy-optimal level best?
 
-The target is the optimal level's index in the board's frequency table (``opt_level_idx``),
+The target is the optimal level's index in the dataset's level table (``opt_level_idx``),
 the inputs the workload features (:data:`dvfslab.analysis.features.FEATURES`). Two cross-validations
 over the training (``characterization``) workloads, both run by scikit-learn's
 ``cross_val_predict``:
@@ -12,7 +12,9 @@ over the training (``characterization``) workloads, both run by scikit-learn's
 Metrics per held-out group: ``accuracy`` (exact level), ``within_one`` (at most one level
 off) and ``regret_pct`` — the extra energy of the predicted level over the oracle's, in % of
 the baseline energy, read from the sweep's measured means (the metric that matters).
-Results are tidy: one row per model x scheme x held-out group x metric.
+Results are tidy: one row per model x scheme x held-out group x metric. The chosen tree becomes
+the ``mlg`` governor (:class:`dvfslab.governors.tree.TreeGovernor`, fitted by
+:func:`dvfslab.governors.treefit.fit_tree`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn import config_context
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.dummy import DummyClassifier
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.impute import SimpleImputer
@@ -37,7 +39,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from dvfslab.analysis.aggregate import Sweep
-from dvfslab.governors.tree import tree_from_sklearn
+from dvfslab.governors.treefit import fit_model
 
 METRICS = ("accuracy", "within_one", "regret_pct")
 SCHEMES = ("loocv", "lomo")
@@ -89,22 +91,6 @@ def family(name: str) -> str:
     return name.split("(")[0]
 
 
-def fit_model(model: Any, x: np.ndarray, y: np.ndarray) -> Any:
-    """Clone and fit ``model``, made safe for tiny training sets.
-
-    k-NN's k shrinks to the number of training rows; a training set with a single class gets
-    ``DummyClassifier(strategy="most_frequent")`` (some sklearn classifiers, e.g. logistic
-    regression, refuse one class).
-    """
-    if len(np.unique(y)) == 1:
-        return DummyClassifier(strategy="most_frequent").fit(x, y)
-    fitted = clone(model)
-    final = fitted.steps[-1][1] if hasattr(fitted, "steps") else fitted
-    if hasattr(final, "n_neighbors"):
-        final.set_params(n_neighbors=min(final.n_neighbors, len(y)))
-    return fitted.fit(x, y)
-
-
 class FoldSafe(ClassifierMixin, BaseEstimator):
     """``estimator`` fitted by :func:`fit_model`: ``cross_val_predict`` clones and fits it once
     per fold, so k-NN's k and the one-class case are adapted to each fold's training set."""
@@ -123,9 +109,9 @@ class FoldSafe(ClassifierMixin, BaseEstimator):
 
 def _regret_pct(sweep: Sweep, wid: str, level_idx: int) -> float:
     """Extra energy of the predicted level over the oracle, % of baseline energy."""
-    freq = sweep.nearest_level(wid, sweep.freq_table_mhz[level_idx])
-    energy = sweep.at(wid, freq)[0]
-    oracle = sweep.at(wid, sweep.oracle_freq(wid))[0]
+    level = sweep.nearest_level(wid, sweep.level_table[level_idx])
+    energy = sweep.at(wid, level)[0]
+    oracle = sweep.at(wid, sweep.oracle_level(wid))[0]
     return 100.0 * (energy - oracle) / sweep.baseline_of(wid)[0]
 
 
@@ -133,7 +119,7 @@ def cross_validate(models: Mapping[str, Any], features: pd.DataFrame, sweep: Swe
                    schemes: Iterable[str] = SCHEMES, progress: bool = False) -> pd.DataFrame:
     """Held-out predictions of every model under every scheme, one row per held-out workload.
 
-    Columns: model, family, scheme, held_out, workload_id, true_idx, pred_idx, pred_freq_mhz,
+    Columns: model, family, scheme, held_out, workload_id, true_idx, pred_idx, pred_level,
     regret_pct. A scheme with fewer than two groups is skipped (nothing to hold out).
     """
     x = features[list(feature_cols)].to_numpy(float)
@@ -146,7 +132,7 @@ def cross_validate(models: Mapping[str, Any], features: pd.DataFrame, sweep: Swe
         for scheme, name in tqdm(jobs, desc="cross-validation", disable=not progress):
             rows += _cv_one(models[name], name, scheme, x, y, wids, features["model"].to_numpy(), sweep)
     return pd.DataFrame(rows, columns=["model", "family", "scheme", "held_out", "workload_id", "true_idx",
-                                       "pred_idx", "pred_freq_mhz", "regret_pct"])
+                                       "pred_idx", "pred_level", "regret_pct"])
 
 
 def _cv_one(model: Any, name: str, scheme: str, x: np.ndarray, y: np.ndarray, wids: np.ndarray,
@@ -160,7 +146,7 @@ def _cv_one(model: Any, name: str, scheme: str, x: np.ndarray, y: np.ndarray, wi
     order = np.argsort(pd.factorize(groups)[0], kind="stable")  # held-out groups in order of appearance
     return [{"model": name, "family": family(name), "scheme": scheme, "held_out": groups[i],
              "workload_id": wids[i], "true_idx": int(y[i]), "pred_idx": int(pred[i]),
-             "pred_freq_mhz": sweep.freq_table_mhz[int(pred[i])],
+             "pred_level": sweep.level_table[int(pred[i])],
              "regret_pct": _regret_pct(sweep, wids[i], int(pred[i]))} for i in order]
 
 
@@ -218,22 +204,3 @@ def select_best(summary: pd.DataFrame, family_name: str | None = "tree", metric:
     key = pd.DataFrame({"a": s[primary] * (-1 if _HIGHER_IS_BETTER[metric] else 1),
                         "b": s[regret] if regret in s else 0.0, "order": np.arange(len(s))}, index=s.index)
     return str(s.loc[key.sort_values(["a", "b", "order"]).index[0], "model"])
-
-
-def fit_tree_governor_dict(model: Any, features: pd.DataFrame, feature_cols: Sequence[str], sweep: Sweep,
-                           name: str = "mlg", info: Mapping[str, Any] | None = None) -> dict:
-    """Fit a tree pipeline on every row of ``features`` and export it as a dvfslab tree dict.
-
-    The imputer's medians become the tree's fill-in values for missing features.
-    """
-    x = features[list(feature_cols)].to_numpy(float)
-    y = features["opt_level_idx"].to_numpy(int)
-    fitted = fit_model(model, x, y)
-    if len(np.unique(y)) == 1:  # one level for every training workload: a single leaf
-        freq = sweep.freq_table_mhz[int(y[0])]
-        nodes = [{"freq_mhz": freq, "n": len(y)}]
-        return {"format": "dvfslab-tree", "version": 1, "name": name, "features": list(feature_cols),
-                "impute": {}, "nodes": nodes, "freq_table_mhz": list(sweep.freq_table_mhz), "info": dict(info or {})}
-    medians = dict(zip(feature_cols, fitted.named_steps["impute"].statistics_, strict=True))
-    return tree_from_sklearn(fitted.named_steps["model"], feature_cols, sweep.freq_table_mhz,
-                             impute=medians, name=name, info=info)

@@ -1,0 +1,13 @@
+"""The evaluation of governors over a sweep: replay, cross-validation, model selection, the
+recommendation, slowdown limits.
+
+Above the governors (it fits and replays them) and the facts of :mod:`dvfslab.analysis` (the
+sweep, the feature table, the steps). Its modules are imported by name (they pull in
+scikit-learn): :mod:`~dvfslab.evaluation.replay` (a governor's level, energy, time, saving,
+slowdown, regret on every workload; probing charged), :mod:`~dvfslab.evaluation.govcv` (every
+governor on the same CV folds), :mod:`~dvfslab.evaluation.selection` (which classifier predicts
+the optimal level: LOOCV / leave-one-model-out), :mod:`~dvfslab.evaluation.recommend` (the
+governor to use), :mod:`~dvfslab.evaluation.limits` (a slowdown limit and its cost),
+:mod:`~dvfslab.evaluation.probing` (probing governors: regret split, live on a board).
+Definitions: docs/method.md.
+"""

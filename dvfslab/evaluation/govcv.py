@@ -1,0 +1,79 @@
+"""Governors head-to-head: the same cross-validation folds for every governor, plus Pareto points.
+
+:func:`cv_replay` holds out one workload (``loocv``) or one model with all its tasks (``lomo``)
+of the training workloads (``sklearn.model_selection.LeaveOneGroupOut`` with the workload or the
+model as the group). In each fold every governor that learns from the training workloads
+(``needs_training``: ``ffg``, ``mlg``, ``curve``, ``profiled``) is cloned
+(``sklearn.base.clone``: same parameters, nothing learned) and fitted on the rest — the learned
+tree with the hyper-parameters notebook 03 selected; the others (``maxn``, ``online``,
+``oracle``, ``mlg-paper``: its fill-ins only) are fitted once on all training workloads — and
+the held-out workloads are replayed. The result has :func:`dvfslab.evaluation.replay.replay`'s
+columns plus ``scheme`` and ``held_out``, so :func:`dvfslab.evaluation.replay.summarize` applies
+(``by=["scheme"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from sklearn.base import clone
+from sklearn.model_selection import LeaveOneGroupOut
+from tqdm.auto import tqdm
+
+from dvfslab.analysis.training import TrainingData
+from dvfslab.evaluation import replay as E
+from dvfslab.governors.base import Governor
+
+#: scheme -> the column whose value is one group (held out together)
+SCHEMES = {"loocv": "workload_id", "lomo": "model"}
+
+
+def fit_fold(governors: Mapping[str, Governor], data: TrainingData) -> dict[str, Governor]:
+    """Each governor cloned and fitted on ``data`` (one fold's training workloads)."""
+    return {n: clone(g).fit(data) for n, g in governors.items()}
+
+
+def cv_replay(governors: Mapping[str, Governor], data: TrainingData, *, schemes: Iterable[str] = ("loocv", "lomo"),
+              progress: bool = False) -> pd.DataFrame:
+    """Per held-out workload results of every governor under every scheme (see module doc).
+
+    ``governors``: name -> unfitted governor (its parameters are kept in every fold).
+    """
+    static = fit_fold({n: g for n, g in governors.items() if not g.needs_training}, data)
+    rows = data.rows().reset_index(drop=True)
+    steps = data.steps() if any(g.probing for g in governors.values()) else None
+    out = []
+    for scheme, held, group in tqdm(list(cv_folds(rows, schemes)), desc="governor CV", disable=not progress):
+        fold = data.subset([w for w in data.train_ids if w not in set(held)])
+        learned = fit_fold({n: g for n, g in governors.items() if g.needs_training}, fold)
+        govs = {n: static.get(n, learned.get(n)) for n in governors}
+        per = E.replay(govs, data.sweep, data.features, held, steps)
+        out.append(per.assign(scheme=scheme, held_out=group))
+    if not out:
+        return pd.DataFrame(columns=[*E.PER_WORKLOAD_COLUMNS, "scheme", "held_out"])
+    return pd.concat(out, ignore_index=True)
+
+
+def cv_folds(rows: pd.DataFrame, schemes: Iterable[str]) -> Iterable[tuple[str, list[str], Any]]:
+    """``(scheme, held-out workload ids, group)`` per fold: ``LeaveOneGroupOut`` over the
+    scheme's group column; a scheme with a single group has nothing to hold out."""
+    for scheme in schemes:
+        groups = rows[SCHEMES[scheme]].to_numpy()
+        if len(set(groups)) < 2:
+            continue
+        for _, test in LeaveOneGroupOut().split(rows, groups=groups):
+            yield scheme, list(rows["workload_id"].iloc[test]), groups[test[0]]
+
+
+def pareto_points(summary: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean energy and time relative to the baseline per row of a :func:`dvfslab.evaluation.replay.summarize`
+    frame (for an energy-vs-time plot), the ``keep`` columns, and ``pareto``: no other row is
+    both faster and cheaper."""
+    pts = summary[["policy", *keep]].copy()
+    pts["energy_rel"] = 1.0 - summary["mean_saving_pct"].to_numpy() / 100.0
+    pts["time_rel"] = 1.0 + summary["mean_slowdown_pct"].to_numpy() / 100.0
+    e, t = pts["energy_rel"].to_numpy(), pts["time_rel"].to_numpy()
+    pts["pareto"] = [not ((e <= ei) & (t <= ti) & ((e < ei) | (t < ti))).any() for ei, ti in zip(e, t, strict=True)]
+    return pts.reset_index(drop=True)

@@ -1,0 +1,59 @@
+"""Probing governors beyond the replay's totals: their regret split into choice and probing, and a
+live run on a (simulated) board."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from dvfslab.analysis.aggregate import Sweep
+from dvfslab.governors.base import ProbeStep, ProbingGovernor
+
+
+def probing_breakdown(per_workload: pd.DataFrame, sweep: Sweep, policy: str = "online") -> pd.DataFrame:
+    """Split a probing governor's regret per workload into the choice and the probing.
+
+    ``choice_regret_pct``: the held level's full-run energy over the oracle's;
+    ``probing_cost_pct``: what the probing steps added (both in % of the baseline energy).
+    """
+    rows = per_workload[(per_workload["policy"] == policy) & per_workload["level"].notna()]
+    out = rows[["workload_id", "level", "profiling_steps", "regret_pct", "slowdown_pct"]].copy()
+    full = [sweep.at(w, f)[0] for w, f in zip(rows["workload_id"], rows["level"], strict=True)]
+    out["oracle_level"] = [sweep.oracle_level(w) for w in rows["workload_id"]]
+    out["choice_regret_pct"] = 100.0 * (pd.Series(full, index=rows.index) - rows["oracle_energy_j"]) / rows["baseline_energy_j"]
+    out["probing_cost_pct"] = out["regret_pct"] - out["choice_regret_pct"]
+    return out.reset_index(drop=True)
+
+
+def run_on_board(governor: ProbingGovernor, board: Any, workload: Mapping[str, Any], level_table: Sequence[float],
+                 total_steps: int) -> dict:
+    """Run ``total_steps`` training steps of ``workload`` on a board that can ``lock(level)``,
+    ``unlock()`` and ``train(workload, n, run_key=...)`` (returning per-step ``step_time_s`` /
+    ``step_energy_j``: :class:`dvfslab.sim.board.SimBoard`) at ``level_table``, probing with
+    ``governor`` first.
+
+    Returns ``{"level", "energy_j", "time_s", "profiling_steps", "probe_energy_j"}``; the board is
+    unlocked at the end, also on error.
+    """
+    session = governor.start(workload, level_table)
+    energy = time = probe_e = 0.0
+    done = 0
+    try:
+        while done < total_steps and not session.done:
+            level = session.next_level()
+            board.unlock() if level is None else board.lock(level)
+            r = board.train(workload, 1, run_key=f"{governor.name}-{done}")
+            e, t = float(r.step_energy_j[0]), float(r.step_time_s[0])
+            session.observe(ProbeStep(level, t, e))
+            energy, time, probe_e, done = energy + e, time + t, probe_e + e, done + 1
+        if done < total_steps:
+            level = session.next_level()
+            board.unlock() if level is None else board.lock(level)
+            r = board.train(workload, total_steps - done, run_key=f"{governor.name}-rest")
+            energy, time = energy + float(r.step_energy_j.sum()), time + float(r.step_time_s.sum())
+    finally:
+        board.unlock()
+    return {"level": session.level if session.done else None, "energy_j": energy, "time_s": time,
+            "profiling_steps": min(done, session.profiling_steps), "probe_energy_j": probe_e}

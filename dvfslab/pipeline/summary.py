@@ -1,0 +1,60 @@
+"""``summary.json``: the headline numbers of a pipeline run, read and merged section by section.
+
+Each notebook merges its sections (:func:`update_summary`); notebook 01 starts the file anew.
+Keys are documented in docs/method.md. A summary.json written before levels were knob-neutral
+(``characterization.sweet_spot_mhz``, ``evaluation.ffg_freq_mhz`` ...) is refused by
+:func:`read_summary` with how to regenerate it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import atomic_write_json, jsonable
+
+#: keys of older summary.json files -> where they moved (section, old key, new key)
+MOVED = (("characterization", "sweet_spot_mhz", "optimal_level_range"),
+         ("characterization", "sweet_spot_w", "optimal_level_range"),
+         ("characterization", "freq_table_mhz", "level_table"),
+         ("characterization", "power_limit_table_w", "level_table"),
+         ("evaluation", "ffg_freq_mhz", "ffg_level"))
+
+
+def read_summary(out_dir: str | os.PathLike) -> dict:
+    """The summary.json of an output folder ({} when there is none yet); one written by an older
+    dvfslab (a key of :data:`MOVED`) is a :class:`DvfsError` saying how to regenerate it."""
+    path = Path(out_dir) / "summary.json"
+    if not path.exists():
+        return {}
+    summary = json.loads(path.read_text())
+    for section, old, new in MOVED:
+        if old in (summary.get(section) or {}):
+            raise DvfsError(f"{path} was written by an older dvfslab ({section}.{old} is now {section}.{new}): "
+                            f"regenerate it with `dvfslab pipeline --data DATASET --out {Path(out_dir)}`")
+    return summary
+
+
+def update_summary(out_dir: str | os.PathLike, updates: Mapping[str, Any], fresh: bool = False) -> dict:
+    """Merge ``updates`` (top-level keys) into summary.json, atomically; ``fresh`` starts anew."""
+    summary = {} if fresh else read_summary(out_dir)
+    summary.update(jsonable(dict(updates)))
+    atomic_write_json(Path(out_dir) / "summary.json", summary)
+    return summary
+
+
+def recommendation_line(summary: Mapping[str, Any]) -> str | None:
+    """One line saying which governor the run recommends and why (None when not computed)."""
+    rec = summary.get("recommended")
+    if not rec:
+        return None
+    return (f"recommended governor: {rec['policy']} (leave-one-model-out regret {_pct(rec.get('cv_regret_pct'))}, "
+            f"FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f} %"
