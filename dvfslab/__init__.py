@@ -22,30 +22,34 @@ or in Python::
     print(ds.summary_line())
     out_dir = dvfslab.run_pipeline("data/replay", quick=True)   # needs the analysis, notebooks extras
 
-Rooms (subpackages), laid out by data flow; each imports only rooms to its left
-(docs/layout.md)::
+Rooms (subpackages), in layers; each imports only rooms of the layers above it in this
+list (docs/layout.md; tests/test_layout.py keeps it so)::
 
-    core       errors, the one level-snapping rule, atomic files (used by every room)
-    hw         backends: Jetson sysfs clocks and INA3221 rails, NVML, jtop; `dvfslab doctor`
-    measure    the power sampler, energy windows, saved traces, tegrastats logs
-    sim        the digital twin: board model, physics, simulated backend, calibration
-    harness    fine-tuning: the Hugging Face Trainer with the DVFS callback (the finetune extra)
-    sweep      plans, crash-safe resumable sweeps, their store and journal, the twin as an
-               executor and `dvfslab simulate`, fleets on Dask
-    data       the dataset contract (meta.json, workloads.csv, runs.csv, steps.csv), the catalog
-    analysis   aggregation, features, LOOCV model selection, governor replay, figures
-    governors  FFG, decision tree, curve, online and profiled governors; load and decide
-    pipeline   the numbered notebooks run by papermill
-    lab        ipywidgets panels of the live lab (notebook 00)
-    cli        the `dvfslab` command
-    testing    faithful fakes (sysfs trees, INA3221, pynvml) for tests, never imported above
+    core        errors, the one level-snapping rule, atomic files, the Jetson board families
+    data        the dataset contract (meta.json, workloads.csv, runs.csv, steps.csv, the run
+                journal), the knob, the workload catalog, importers (Zeus, LoudVA)
+    hw          backends: Jetson sysfs clocks and INA3221 rails, NVML, jtop; `dvfslab doctor`
+    measure     the power sampler, energy windows, saved traces, tegrastats logs
+    analysis    the facts of a sweep: level means, baselines, optimal levels, features, figures
+    governors   FFG, trees, curve, online and profiled governors: one registry; load and decide
+    sim         the digital twin: board model, physics, calibration, simulated backend
+    harness     fine-tuning: the Hugging Face Trainer with the DVFS callback (the finetune extra)
+    sweep       plans, crash-safe resumable sweeps, their store and journal, the twin as an
+                executor and `dvfslab simulate`, fleets on Dask
+    evaluation  governors replayed over a sweep, cross-validation, model selection, the
+                recommended governor
+    pipeline    the numbered notebooks run by papermill, summary.json, the twin's bands
+    lab         ipywidgets panels of the live lab (notebook 00)
+    cli         the `dvfslab` command
+    testing     faithful fakes (sysfs trees, INA3221, pynvml) for tests, never imported above
 
 The command line (``dvfslab COMMAND --help``)::
 
     dvfslab pipeline     the notebook series (characterization -> governors) on a dataset
     dvfslab validate     check a dataset directory against the contract
     dvfslab sweep        a characterization sweep (workloads x levels x repetitions + MAXN)
-    dvfslab simulate     a simulated dataset from the digital twin
+    dvfslab simulate     a simulated dataset from the digital twin (--workload, --ensemble)
+    dvfslab calibrate    refit the twin's parameters from its real readings (--check)
     dvfslab finetune     one fine-tuning run at a locked GPU clock, appended to a dataset
     dvfslab govern       a governor picks the level; lock it, run a command, restore
     dvfslab doctor       check the board before a long sweep

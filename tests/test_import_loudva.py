@@ -169,11 +169,11 @@ def test_an_unknown_source_folder_says_where_it_looked(tmp_path):
 
 
 def test_pipeline_notebooks_01_to_03_run_on_an_imported_board(tmp_path):
-    from dvfslab.pipeline.runner import read_summary, run_pipeline
+    from dvfslab.pipeline import read_summary, run_pipeline
 
     ds = import_loudva(REPO_COPY, "nano", tmp_path / "nano")
     out = run_pipeline(ds.path, tmp_path / "run", quick=True, html=False, progress=False, log=lambda _: None,
                        notebooks=("01_characterization", "02_feature_engineering", "03_model_selection_loocv"))
     ch = read_summary(out)["characterization"]
     assert (ch["knob"], ch["knob_unit"], ch["n_workloads"]) == ("gpu_freq_mhz", "MHz", 13)
-    assert ch["freq_table_mhz"] == [153.6, 230.4, 307.2, 384.0, 460.8, 537.6, 614.4, 691.2, 768.0, 844.8, 921.6]
+    assert ch["level_table"] == [153.6, 230.4, 307.2, 384.0, 460.8, 537.6, 614.4, 691.2, 768.0, 844.8, 921.6]
