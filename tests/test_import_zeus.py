@@ -195,7 +195,7 @@ def test_a_train_trace_without_a_column_names_file_and_column(tmp_path):
                                                 "24,adamw,4.24e-6,1,84.0\n")
     with pytest.raises(DatasetError) as err:
         import_zeus(tmp_path, "v100", tmp_path / "out")
-    assert str(err.value).startswith(f"{tmp_path / 'summary_train.csv'}: column(s) target_epoch missing")
+    assert str(err.value).startswith(f"{tmp_path / 'summary_train.csv'}: column 'target_epoch': column is missing")
     assert "\n" not in str(err.value)
 
 

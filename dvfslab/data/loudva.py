@@ -79,7 +79,7 @@ from dvfslab.data.contract import (
     DatasetError,
     write_dataset,
 )
-from dvfslab.data.imported import alternate_splits, complete_sweeps
+from dvfslab.data.imported import alternate_splits, bad_rows, complete_sweeps, read_source_csv
 
 UPSTREAM_COMMIT = "2b4b15efa5231d445b85d500ea5ef51d381a64c3"
 #: where the board folders may sit under SRC (this repo's copy or a LoudVA checkout, or the
@@ -137,22 +137,13 @@ def find_board(src: str | os.PathLike, board: str) -> Path:
 def read_performance(path: str | os.PathLike) -> pd.DataFrame:
     """One perf_analyzer CSV; a missing column or a bad number names the file, the column and the row."""
     path = Path(path)
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    for col in PERF_COLUMNS:
-        if col not in raw.columns:
-            raise DatasetError(path, "column is missing", column=col,
-                               fix=f"a LoudVA performance file has {', '.join(PERF_COLUMNS)}")
+    raw = read_source_csv(path, PERF_COLUMNS, "a LoudVA performance file")
     out = pd.DataFrame(index=raw.index)
     for col in PERF_COLUMNS:
         values = pd.to_numeric(raw[col].str.strip(), errors="coerce")
-        bad = values.isna() | (values < 0) | ((values == 0) & (col in PERF_COLUMNS[:2]))
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0]) + 1
-            raise DatasetError(path, f"{raw[col].iloc[row - 1]!r} is not a positive number", column=col, row=row)
+        bad_rows(path, raw, col, values.isna() | (values < 0) | ((values == 0) & (col in PERF_COLUMNS[:2])))
         out[col] = values
-    if (dup := out["Concurrency"].duplicated()).any():
-        row = int(dup.to_numpy().nonzero()[0][0]) + 1
-        raise DatasetError(path, "the same concurrency appears twice", column="Concurrency", row=row)
+    bad_rows(path, out, "Concurrency", out["Concurrency"].duplicated(), "the same concurrency appears twice")
     return out
 
 

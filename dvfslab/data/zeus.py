@@ -50,10 +50,9 @@ from dvfslab.data.contract import (
     WORKLOAD_COLUMNS,
     WORKLOAD_EXTRA_COLUMNS,
     Dataset,
-    DatasetError,
     write_dataset,
 )
-from dvfslab.data.imported import alternate_splits, complete_sweeps
+from dvfslab.data.imported import alternate_splits, bad_rows, complete_sweeps, read_source_csv
 
 GPUS: dict[str, str] = {"v100": "NVIDIA V100", "a40": "NVIDIA A40", "p100": "NVIDIA P100",
                         "rtx6000": "NVIDIA Quadro RTX 6000"}
@@ -110,23 +109,13 @@ def find_trace(src_dir: str | os.PathLike, gpu: str) -> Path:
 def read_trace(path: str | os.PathLike) -> pd.DataFrame:
     """Read one power trace; errors name the file, the column and the CSV line."""
     path = Path(path)
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in TRACE_COLUMNS if c not in raw.columns]
-    if missing:
-        raise DatasetError(path, f"column(s) {', '.join(missing)} missing",
-                           fix=f"a Zeus power trace has {', '.join(TRACE_COLUMNS)}")
-    out = raw[list(TRACE_COLUMNS)].copy()
+    out = read_source_csv(path, TRACE_COLUMNS, "a Zeus power trace")[list(TRACE_COLUMNS)].copy()
     for col in ("batch_size", "power_limit", "time_per_epoch", "average_power"):
         values = pd.to_numeric(out[col], errors="coerce")
-        bad = values.isna() | (values <= 0)
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0]) + 1
-            raise DatasetError(path, f"{out[col].iloc[row - 1]!r} is not a positive number", column=col, row=row)
+        bad_rows(path, out, col, values.isna() | (values <= 0))
         out[col] = values
     key = ["dataset", "network", "batch_size", "optimizer", "power_limit"]
-    if (dup := out.duplicated(key)).any():
-        row = int(dup.to_numpy().nonzero()[0][0]) + 1
-        raise DatasetError(path, "the same configuration and power limit appear twice", column="power_limit", row=row)
+    bad_rows(path, out, "power_limit", out.duplicated(key), "the same configuration and power limit appear twice")
     unknown = sorted(set(out["network"]) - set(NETWORKS))
     if unknown:
         raise ZeusImportError(f"{path}: network(s) {', '.join(unknown)} are not in dvfslab.data.zeus.NETWORKS "
@@ -143,19 +132,11 @@ def find_train_trace(src_dir: str | os.PathLike) -> Path | None:
 def read_train_trace(path: str | os.PathLike) -> pd.DataFrame:
     """Read the train trace; a missing column or a bad number names the file, the column and the row."""
     path = Path(path)
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in TRAIN_COLUMNS if c not in raw.columns]
-    if missing:
-        raise DatasetError(path, f"column(s) {', '.join(missing)} missing",
-                           fix=f"a Zeus train trace has {', '.join(TRAIN_COLUMNS)}")
-    out = raw[list(TRAIN_COLUMNS)].copy()
+    out = read_source_csv(path, TRAIN_COLUMNS, "a Zeus train trace")[list(TRAIN_COLUMNS)].copy()
     for col in ("batch_size", "target_metric", "target_epoch"):
         blank = out[col].str.strip().str.lower().isin(("", "nan"))  # target_epoch: never reached
         values = pd.to_numeric(out[col].where(~blank, None), errors="coerce")
-        bad = (values.isna() & ~blank) | (values <= 0) | (blank & (col != "target_epoch"))
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0]) + 1
-            raise DatasetError(path, f"{out[col].iloc[row - 1]!r} is not a positive number", column=col, row=row)
+        bad_rows(path, out, col, (values.isna() & ~blank) | (values <= 0) | (blank & (col != "target_epoch")))
         out[col] = values
     return out
 
