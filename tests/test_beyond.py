@@ -355,9 +355,9 @@ def test_online_replay_charges_its_probing_steps(tmp_path):
     assert row["energy_j"] == pytest.approx(run_e - same_e + probe_e)
     assert row["energy_j"] > run_e  # probing away from the optimum costs energy: visible in the total
     assert row["time_s"] != pytest.approx(sweep.at("toy/a", truth)[1])
-    # a workload the dataset has no step of: the replay says so instead of inventing a probe
+    # a workload the dataset has not measured: the replay says so instead of inventing a probe
     source = StepSource.from_sweep(sweep)
-    with pytest.raises(F.SweepError, match="has no steps of 'other/b'"):
+    with pytest.raises(F.SweepError, match="'other/b' has no ok fixed-level runs"):
         gov.decide({"workload_id": "other/b"}, source.probe("other/b"))
 
 

@@ -231,7 +231,8 @@ def test_online_probes_fits_and_locks_the_true_minimum():
     seen = fake_training(backend, cb, n + 4)
     assert seen[:n] == cb.levels_by_step[:n] == cb.profiler.schedule
     assert cb.profiler.chosen_level == 408.0 and seen[n:] == [408.0] * 4
-    for f, time_s, energy_j in cb.profiler.observed:  # each probing step, measured exactly
+    for f, time_s, energy_j, units in cb.profiler.observed:  # each probing step (one unit), measured exactly
+        assert units == 1.0
         assert time_s == pytest.approx(step_time_s(f), rel=1e-9)
         assert energy_j == pytest.approx(power_w(f) * step_time_s(f), rel=1e-9)
     assert backend.clocks.locked_mhz is None and not cb.sampler.running
@@ -253,7 +254,7 @@ def test_the_profiled_governor_runs_live_through_the_same_callback():
     seen = fake_training(backend, cb, 4 + 2)
     assert seen == [BOARD_MHZ] * 4 + [1020.0] * 2 and backend.clocks.locks == [1020.0]
     assert cb.profiler.decision().level == 1020.0 and len(cb.profiler.decision().probed) == 4
-    for level, time_s, energy_j in cb.profiler.observed:  # measured at the default clock
+    for level, time_s, energy_j, _ in cb.profiler.observed:  # measured at the default clock
         assert level is None and time_s == pytest.approx(step_time_s(BOARD_MHZ), rel=1e-9)
         assert energy_j == pytest.approx(power_w(BOARD_MHZ) * step_time_s(BOARD_MHZ), rel=1e-9)
 

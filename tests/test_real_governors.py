@@ -154,12 +154,14 @@ def test_recommended_is_never_below_ffg_on_every_bundled_trace(gpu, tmp_path):
 
 
 def test_profiled_is_not_replayed_without_steps(four_networks):
-    """The trace has one figure per epoch: no steps.csv, no steps count, so no probe to read."""
+    """The trace has one figure per epoch: no steps.csv, no steps count, so no probe of the first
+    steps to read (a run is one unit, an epoch: the governors that probe units replay on it)."""
     sweep, table, ids = four_networks
     from dvfslab.analysis.steps import StepSource
 
     ds = load_dataset(sweep.dataset)
     assert ds.steps is None and ds.runs["steps"].isna().all()
-    assert not StepSource.from_sweep(sweep).covers(ids, 6)
+    source = StepSource.from_sweep(sweep)
+    assert not any(source.counts_steps(w) for w in ids) and {source.units(w) for w in ids} == {1.0}
     _, left_out = R.usable(R.make_all(["ffg", "profiled"]), F.TrainingData(sweep, table, ids))
     assert list(left_out) == ["profiled"] and "no steps at the default level" in left_out["profiled"]

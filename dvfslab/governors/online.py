@@ -19,7 +19,15 @@ principle, then evaluated; docs/governors.md):
   trust region: levels measured with two noisy steps are never held on the strength of an
   extrapolation). The objective's slowdown is against the fitted time at the highest probed level.
 * **Charged**: the probing steps run at the probed levels; the :class:`~dvfslab.governors.base.Decision`
-  carries them and the replay counts their energy and time.
+  carries them and the replay counts their energy and time over the whole job.
+* **Any knob, any table**: the spread and the neighbours are table indices, so the same design
+  runs on 6-15 power limits, 11-15 Jetson clocks or 60 datacenter clocks (a table of fewer than
+  3 levels cannot be fitted: the governor is left out there, with that reason).
+* **Probe size** (``step_units``): a probing step is one unit of the job when the dataset's unit
+  is a step (an optimizer step, one inference); where the unit is a whole run — an epoch of an
+  imported trace (the Zeus traces) — 26 epochs of probing would dwarf most jobs, so the whole
+  profile takes one unit, each probing step ``1/26`` of it (the budget of Zeus's JIT profiler:
+  one epoch). ``fit`` reads which from the dataset; a number sets it; live, a step is a step.
 
 :class:`OnlineSession` is the live object (a training callback feeds it one step at a time:
 :class:`dvfslab.harness.online_callback.OnlineDvfsCallback`); in a replay the governor drives it
@@ -79,26 +87,43 @@ class OnlineGovernor(ProbingGovernor):
     command_line = ("the online governor probes levels during training and needs each step's energy, which a plain "
                     "command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to your Trainer's "
                     "callbacks (docs/governors.md), or use --policy mlg, curve or ffg here")
-    saves = ("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels")
+    saves = ("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels", "step_units")
 
     def __init__(self, n_levels: int = 5, coarse_steps: int = 2, fine_levels: int = 3, fine_steps: int = 5,
                  warmup_steps: int = 1, probe_levels: Sequence[float] | None = None,
-                 objective: Objective = LEAST_ENERGY):
+                 step_units: float | None = None, objective: Objective = LEAST_ENERGY):
         self.n_levels = n_levels
         self.coarse_steps = coarse_steps
         self.fine_levels = fine_levels
         self.fine_steps = fine_steps
         self.warmup_steps = warmup_steps
         self.probe_levels = probe_levels
+        self.step_units = step_units
         self.objective = objective
+
+    def _fit(self, data: TrainingData | None) -> None:
+        """The units of a probing step on ``data`` (module doc: one, or the profile in one unit)."""
+        if self.step_units is not None or data is None:
+            self.step_units_ = None
+            return
+        source = data.steps()
+        whole_runs = not all(source.counts_steps(w) for w in data.sweep.workload_ids())
+        fits = len(data.level_table) >= 3  # else steps_reason leaves it out
+        self.step_units_ = 1.0 / self.start({}, data.level_table).profiling_steps if whole_runs and fits else None
+
+    def units_per_step(self) -> float:
+        """The units of one probing step: ``step_units``, else what ``fit`` found, else one."""
+        if self.step_units is not None:
+            return float(self.step_units)
+        return getattr(self, "step_units_", None) or 1.0
 
     def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> OnlineSession:
         return OnlineSession(self, levels)
 
     def steps_reason(self, data: TrainingData) -> str:
-        if data.steps().recorded:
+        if len(data.level_table) >= 3:
             return ""
-        return f"{data.sweep.dataset}/steps.csv is missing (the online governor replays per-step records)"
+        return f"a U-curve needs at least 3 levels; this dataset has {len(data.level_table)}"
 
 
 class OnlineSession(ProbeSession):
@@ -118,6 +143,9 @@ class OnlineSession(ProbeSession):
         if len(self.probe_levels) < 3:
             raise GovernorError(f"online: needs at least 3 probe levels, got {self.probe_levels}")
         self.fine_levels, self.fine_steps, self.warmup_steps = int(g.fine_levels), int(g.fine_steps), int(g.warmup_steps)
+        self.step_units = g.units_per_step()
+        if not (self.step_units > 0 and math.isfinite(self.step_units)):
+            raise GovernorError(f"online: step_units must be > 0, got {self.step_units!r}")
         order = self.probe_levels[::-1]  # highest first: the warm-up runs at the fastest level
         self.schedule: list[float] = [order[0]] * self.warmup_steps + order * int(g.coarse_steps)
         self._coarse_end = len(self.schedule)
@@ -138,6 +166,9 @@ class OnlineSession(ProbeSession):
             return self.schedule[len(self.observed)]
         return self.chosen_level
 
+    def next_probe(self) -> tuple[float | None, float]:
+        return self.next_level(), self.step_units if not self.done else 1.0
+
     def observe(self, step: ProbeStep) -> None:
         """Record one step run at ``step.level``; fit at the end of each phase."""
         from dvfslab.governors.ucurve import fit_u_curve
@@ -148,7 +179,7 @@ class OnlineSession(ProbeSession):
         if not (t > 0 and e > 0 and math.isfinite(t) and math.isfinite(e)):
             raise GovernorError(f"online: a step needs a positive time and energy, got {step.time_s!r} s, "
                                 f"{step.energy_j!r} J")
-        self.observed.append(ProbeStep(float(step.level), t, e))
+        self.observed.append(ProbeStep(float(step.level), t, e, float(step.units)))
         n = len(self.observed)
         if n == self._coarse_end:
             c = fit_u_curve(self.observed[self.warmup_steps:], self.level_table)
