@@ -21,8 +21,9 @@ profiler does, :mod:`dvfslab.governors.zeus_jit`). On the table's indices, sorte
 A level is probed for ``probe_units`` units (default ``1/L`` of a unit on a table of ``L``
 levels: the slice Zeus's profiler gives each level, so the search spends ``k/L`` units where
 Zeus spends one). With a slowdown limit the highest level is measured first (the baseline's
-stand-in) and a level slower than the limit allows counts as infinitely expensive, so the
-walk stays among the admissible levels. ``max_probes`` caps the levels measured; when it is
+stand-in), and a level slower than the limit allows costs more than any admissible one, the
+more the slower it is: from a prior below the admissible levels the walk climbs into them, then
+walks downhill on energy among them. ``max_probes`` caps the levels measured; when it is
 reached the least measured level is held.
 
 **Not unimodal.** The walk only ever stops at a *local* minimum. When the measured points
@@ -49,15 +50,15 @@ from dvfslab.governors.objective import LEAST_ENERGY, Objective
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
 
-#: the search yields an index to measure and receives its cost (inf: not admissible)
-Walk = Generator[int, float, int]
+#: the search yields an index to measure and receives its cost (anything ordered: a number, a tuple)
+Walk = Generator[int, Any, int]
 
 
 def local_search(n: int, start: int) -> Walk:
     """The walk over indices ``0 .. n-1`` (module doc, steps 1-4); returns the index it stops at."""
-    cost: dict[int, float] = {}
+    cost: dict[int, Any] = {}
 
-    def measure(i: int) -> Generator[int, float, float]:
+    def measure(i: int) -> Generator[int, Any, Any]:
         if i not in cost:
             cost[i] = yield i
         return cost[i]
@@ -214,11 +215,13 @@ class SearchSession(ProbeSession):
         self._acc = [0.0, 0.0, 0.0]
         self._advance(i)
 
-    def _cost(self, i: int) -> float:
+    def _cost(self, i: int) -> tuple[float, float]:
+        """What the walk minimizes: ``(how much slower than the limit allows, energy)`` — a level
+        too slow is worse the slower it is (the walk climbs out of it), an admissible one is
+        ranked by its energy."""
         energy, time = self.measured[i]
-        if self._limited and time / self.measured[len(self.table) - 1][1] > self.objective.limit:
-            return math.inf
-        return energy
+        excess = time / self.measured[len(self.table) - 1][1] - self.objective.limit if self._limited else 0.0
+        return max(excess, 0.0), energy
 
     def _advance(self, i: int) -> None:
         try:
@@ -240,7 +243,7 @@ class SearchSession(ProbeSession):
         """Hold the least measured energy among the admissible levels (ties: the lower level)."""
         self._pending = None
         idx = sorted(self.measured)
-        ok = [(self.measured[i][0], self.table[i]) for i in idx if self._cost(i) < math.inf]
+        ok = [(self.measured[i][0], self.table[i]) for i in idx if self._cost(i)[0] == 0.0]
         self._level = min(ok)[1] if ok else None
         peaks = not_unimodal([self.table[i] for i in idx], [self._cost(i) for i in idx])
         notes = [self._stop] if self._stop else []
