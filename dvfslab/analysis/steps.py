@@ -236,8 +236,9 @@ class StepProbe:
 
     @property
     def levels(self) -> tuple[float, ...]:
-        """The levels a probe may ask for: the sweep's table."""
-        return self.source.sweep.level_table
+        """The levels a probe may ask for: those the workload was measured at (the sweep's table,
+        or the part of it a sweep of fewer levels ran)."""
+        return tuple(float(f) for f in self.source.sweep.curve(self.workload_id)[0])
 
     def measure(self, level: float | None, units: float = 1.0) -> tuple[float, float]:
         """``(time_s, energy_j)`` of units ``[taken, taken + units)`` of the run at ``level`` (None:

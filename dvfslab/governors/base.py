@@ -193,11 +193,17 @@ class Governor(Params):
         return ""
 
     def fallback_note(self) -> str:
-        """Why this fitted governor could not learn from its training data and fell back to FFG's
-        level (``fallback_``, set by its ``fit``: no feature varies, one workload, one level);
+        """Why this fitted governor could not learn from its training data and fell back (to FFG's
+        level): its fitted state's ``info`` says ``fallback`` and ``cannot_learn`` (no feature
+        varies, one workload, one level: the tree's and the curve model's fits write them);
         ``""`` when it learned."""
-        why = getattr(self, "fallback_", "")
-        return f"could not learn ({why}): falls back to FFG" if why else ""
+        for attr in self.saves:
+            state = getattr(self, attr, None) if attr.endswith("_") else None
+            info = state.get("info") if isinstance(state, Mapping) else None
+            if isinstance(info, Mapping) and info.get("fallback"):
+                return (f"could not learn ({info.get('cannot_learn') or 'nothing to learn'}): falls back to "
+                        f"{str(info['fallback']).upper()}")
+        return ""
 
     def _fitted(self, attr: str) -> Any:
         try:

@@ -116,7 +116,7 @@ class OnlineGovernor(ProbingGovernor):
             return
         source = data.steps()
         whole_runs = not all(source.counts_steps(w) for w in data.sweep.workload_ids())
-        fits = len(data.level_table) >= 3  # else steps_reason leaves it out
+        fits = not self.steps_reason(data)  # else it is left out
         self.step_units_ = 1.0 / self.start({}, data.level_table).profiling_steps if whole_runs and fits else None
 
     def fits_u_curve(self) -> bool:
@@ -136,9 +136,10 @@ class OnlineGovernor(ProbingGovernor):
         return OnlineSession(self, levels)
 
     def steps_reason(self, data: TrainingData) -> str:
-        if len(data.level_table) >= 3:
+        fewest = min((len(data.sweep.curve(w)[0]) for w in data.sweep.workload_ids()), default=0)
+        if fewest >= 3:
             return ""
-        return f"a U-curve needs at least 3 levels; this dataset has {len(data.level_table)}"
+        return f"a U-curve needs at least 3 measured levels; a workload here was measured at {fewest}"
 
 
 class OnlineSession(ProbeSession):
