@@ -259,6 +259,27 @@ def test_the_profiled_governor_runs_live_through_the_same_callback():
         assert energy_j == pytest.approx(power_w(BOARD_MHZ) * step_time_s(BOARD_MHZ), rel=1e-9)
 
 
+def test_zeus_jit_and_search_run_live_one_step_per_level():
+    """Their probes are fractions of a unit (1/11 of one here); live a unit is a step, so each
+    level they measure runs one whole step. E(f) = P(f) T(f) by hand: 306 -> 0.342611 J,
+    408 -> 0.327639 J, 510 -> 0.330850 J, 714 -> 9.914776 x 0.0368067 = 0.364930 J,
+    816 -> 11.259136 x 0.0347059 = 0.390761 J: the least is 408 MHz. zeus-jit runs every level,
+    highest first; the search from the middle (816): 714 cheaper, walk down; jump 2 -> 510
+    cheaper, jump 4 -> 306 dearer; bracket around 510: 408 cheaper; both its neighbours measured."""
+    from dvfslab.governors.search import SearchGovernor
+    from dvfslab.governors.zeus_jit import ZeusJitGovernor
+
+    backend = fake_backend()
+    cb = OnlineDvfsCallback(backend, ZeusJitGovernor(), sample_period_s=0.01)
+    seen = fake_training(backend, cb, len(LEVELS) + 2)
+    assert seen == LEVELS[::-1] + [408.0] * 2 and cb.profiler.decision().level == 408.0
+    assert all(units == 1.0 for *_, units in cb.profiler.observed)  # a whole step each
+    backend = fake_backend()
+    cb = OnlineDvfsCallback(backend, SearchGovernor(prior=None), sample_period_s=0.01)
+    seen = fake_training(backend, cb, 5 + 2)
+    assert seen == [816.0, 714.0, 510.0, 306.0, 408.0, 408.0, 408.0] and backend.clocks.locked_mhz is None
+
+
 def test_online_failing_step_still_restores_the_clocks():
     backend = fake_backend()
     cb = OnlineDvfsCallback(backend, OnlineGovernor(coarse_steps=1, fine_steps=1), sample_period_s=0.01)
