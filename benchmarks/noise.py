@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dvfslab.analysis.steps import rep_cv as steps_rep_cv
 from dvfslab.data.contract import Dataset, load_dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,22 +46,9 @@ _LIMIT = re.compile(r"_(\d+(?:\.\d+)?)$")
 
 def rep_cv(ds: Dataset) -> dict:
     """Coefficients of variation of energy and time per unit over the ok repetitions of each
-    (workload, level) cell of fixed-level runs; ``None`` figures when no cell has two."""
-    runs = ds.ok_runs()
-    runs = runs[runs["policy"] == "fixed"]
-    level = ds.knob.name
-    units = runs["steps"].astype(float).where(runs["steps"].astype(float) > 0) if "steps" in runs else None
-    per = pd.DataFrame({"workload_id": runs["workload_id"], "level": runs[level].astype(float),
-                        "energy": runs["energy_j"] / (units.fillna(1.0) if units is not None else 1.0),
-                        "time": runs["time_s"] / (units.fillna(1.0) if units is not None else 1.0)})
-    groups = per.groupby(["workload_id", "level"])
-    n = groups.size()
-    out: dict = {"cells": int(len(n)), "cells_with_reps": int((n >= 2).sum()), "reps_max": int(n.max()) if len(n) else 0}
-    for col in ("energy", "time"):
-        cv = (groups[col].std(ddof=1) / groups[col].mean())[n >= 2].dropna()
-        out[col] = None if cv.empty else {"median": float(cv.median()), "q25": float(cv.quantile(0.25)),
-                                          "q75": float(cv.quantile(0.75))}
-    return out
+    (workload, level) cell of fixed-level runs; ``None`` figures when no cell has two (the
+    package's figure: :func:`dvfslab.analysis.steps.rep_cv`, the replay's probe noise)."""
+    return steps_rep_cv(ds.runs, ds.knob.name)
 
 
 def _limits(frame: pd.DataFrame) -> np.ndarray:

@@ -61,7 +61,9 @@ def test_summary_of_a_hand_written_replay():
         "policy": ["p"] * 3 + ["q"] * 3, "workload_id": ["a", "b", "c"] * 2, "size_group": ["<= 70M", "> 70M", "> 70M"] * 2,
         "energy_j": [90.0, 80.0, 70.0, 1.0, 1.0, np.nan], "saving_pct": [10.0, 20.0, 30.0, 5.0, -5.0, np.nan],
         "slowdown_pct": [1.0, 2.0, 6.0, 0.0, 4.0, np.nan], "regret_pct": [3.0, 0.0, 0.0, 8.0, 2.0, np.nan],
-        "profiling_steps": [0, 0, 0, 26, 26, 26]})
+        "job_saving_pct": [10.0, 20.0, 30.0, 9.0, 7.0, np.nan], "job_slowdown_pct": [1.0, 2.0, 6.0, 0.5, 1.5, np.nan],
+        "job_regret_pct": [3.0, 0.0, 0.0, 4.0, 6.0, np.nan], "probe_share_pct": [0.0, 0.0, 0.0, 1.0, 3.0, np.nan],
+        "profiling_steps": [0, 0, 0, 26, 26, 26], "probe_units": [0.0, 0.0, 0.0, 26.0, 26.0, 26.0]})
     s = E.summarize(per).set_index("policy")
     assert s.loc["p", ["n_workloads", "n_failed"]].tolist() == [3, 0]
     assert s.loc["p", ["mean_saving_pct", "max_saving_pct", "min_saving_pct"]].tolist() == [20.0, 30.0, 10.0]
@@ -69,8 +71,12 @@ def test_summary_of_a_hand_written_replay():
     assert s.loc["q", ["n_workloads", "n_failed", "mean_saving_pct", "mean_regret_pct"]].tolist() == [2, 1, 0.0, 5.0]
     d = E.summary_dict(E.summarize(per))
     assert d["p"] == {"mean_saving_pct": 20.0, "max_saving_pct": 30.0, "min_saving_pct": 10.0,
-                      "mean_slowdown_pct": 3.0, "mean_regret_pct": 1.0, "n_workloads": 3}
-    assert d["q"]["profiling_steps"] == 26.0
+                      "mean_slowdown_pct": 3.0, "mean_regret_pct": 1.0, "job_saving_pct": 20.0, "job_slowdown_pct": 3.0,
+                      "job_regret_pct": 1.0, "probe_share_pct": 0.0, "n_workloads": 3}
+    # the probing one: whole-job means over its two decided workloads, (9 + 7) / 2 = 8 and so on
+    assert d["q"]["profiling_steps"] == 26.0 and d["q"]["probe_units"] == 26.0
+    assert [d["q"][k] for k in ("job_saving_pct", "job_slowdown_pct", "job_regret_pct", "probe_share_pct")] == \
+        [8.0, 1.0, 5.0, 2.0]
     assert E.difference_pts(E.summarize(per), "p", "q") == 20.0
     assert E.difference_pts(E.summarize(per), "p", "nope") is None
     by = E.summarize(per, by=["size_group"]).set_index(["policy", "size_group"])

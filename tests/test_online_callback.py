@@ -231,7 +231,8 @@ def test_online_probes_fits_and_locks_the_true_minimum():
     seen = fake_training(backend, cb, n + 4)
     assert seen[:n] == cb.levels_by_step[:n] == cb.profiler.schedule
     assert cb.profiler.chosen_level == 408.0 and seen[n:] == [408.0] * 4
-    for f, time_s, energy_j in cb.profiler.observed:  # each probing step, measured exactly
+    for f, time_s, energy_j, units in cb.profiler.observed:  # each probing step (one unit), measured exactly
+        assert units == 1.0
         assert time_s == pytest.approx(step_time_s(f), rel=1e-9)
         assert energy_j == pytest.approx(power_w(f) * step_time_s(f), rel=1e-9)
     assert backend.clocks.locked_mhz is None and not cb.sampler.running
@@ -253,9 +254,30 @@ def test_the_profiled_governor_runs_live_through_the_same_callback():
     seen = fake_training(backend, cb, 4 + 2)
     assert seen == [BOARD_MHZ] * 4 + [1020.0] * 2 and backend.clocks.locks == [1020.0]
     assert cb.profiler.decision().level == 1020.0 and len(cb.profiler.decision().probed) == 4
-    for level, time_s, energy_j in cb.profiler.observed:  # measured at the default clock
+    for level, time_s, energy_j, _ in cb.profiler.observed:  # measured at the default clock
         assert level is None and time_s == pytest.approx(step_time_s(BOARD_MHZ), rel=1e-9)
         assert energy_j == pytest.approx(power_w(BOARD_MHZ) * step_time_s(BOARD_MHZ), rel=1e-9)
+
+
+def test_zeus_jit_and_search_run_live_one_step_per_level():
+    """Their probes are fractions of a unit (1/11 of one here); live a unit is a step, so each
+    level they measure runs one whole step. E(f) = P(f) T(f) by hand: 306 -> 0.342611 J,
+    408 -> 0.327639 J, 510 -> 0.330850 J, 714 -> 9.914776 x 0.0368067 = 0.364930 J,
+    816 -> 11.259136 x 0.0347059 = 0.390761 J: the least is 408 MHz. zeus-jit runs every level,
+    highest first; the search from the middle (816): 714 cheaper, walk down; jump 2 -> 510
+    cheaper, jump 4 -> 306 dearer; bracket around 510: 408 cheaper; both its neighbours measured."""
+    from dvfslab.governors.search import SearchGovernor
+    from dvfslab.governors.zeus_jit import ZeusJitGovernor
+
+    backend = fake_backend()
+    cb = OnlineDvfsCallback(backend, ZeusJitGovernor(), sample_period_s=0.01)
+    seen = fake_training(backend, cb, len(LEVELS) + 2)
+    assert seen == LEVELS[::-1] + [408.0] * 2 and cb.profiler.decision().level == 408.0
+    assert all(units == 1.0 for *_, units in cb.profiler.observed)  # a whole step each
+    backend = fake_backend()
+    cb = OnlineDvfsCallback(backend, SearchGovernor(prior=None), sample_period_s=0.01)
+    seen = fake_training(backend, cb, 5 + 2)
+    assert seen == [816.0, 714.0, 510.0, 306.0, 408.0, 408.0, 408.0] and backend.clocks.locked_mhz is None
 
 
 def test_online_failing_step_still_restores_the_clocks():

@@ -29,7 +29,6 @@ error of the per-fold difference, :func:`dvfslab.evaluation.recommend.versus_fal
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 
 import pytest
@@ -139,27 +138,35 @@ def _benchmark():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gpu", ["v100", "a40", "p100", "rtx6000"])
-def test_recommended_is_never_below_ffg_on_every_bundled_trace(gpu, tmp_path):
-    """docs/governors.md's real-data table: each GPU's whole trace, every network held out in turn."""
-    import_zeus(REPO / "data" / "external" / "zeus_nsdi23", gpu, tmp_path / gpu)
+@pytest.mark.parametrize(("gpu", "n_limits"), [("v100", 7), ("a40", 9), ("p100", 6), ("rtx6000", 8)])
+def test_the_benchmark_table_on_every_bundled_trace(gpu, n_limits, tmp_path):
+    """docs/governors.md's real-data table: each GPU's trace, whole jobs, every network held out in
+    turn. Its figures are findings (reported in the docs, whatever they show); checked here is what
+    they are made of: the workloads with a known job, five networks, the yardsticks, Zeus's one
+    epoch over every limit (``n_limits``: the distinct power limits of the GPU's CSV)."""
+    ds = import_zeus(REPO / "data" / "external" / "zeus_nsdi23", gpu, tmp_path / gpu)
+    with_job = int(ds.workloads["job_steps"].notna().sum())
     out, info = _benchmark().evaluate(tmp_path / gpu, None, "tree(depth=3,leaf=2,gini)")
-    assert info["n_networks"] == 5 and "batch_size" in info["features"]
-    rec, ffg = out.loc["recommended"], out.loc["ffg"]
-    assert rec["n_failed"] == 0 and rec["n_workloads"] == ffg["n_workloads"] == info["n_workloads"]
-    assert info["recommended_vs_ffg"]["diff_pts"] <= info["recommended_vs_ffg"]["noise_pts"] + 1e-9
+    assert info["scheme"] == "lomo" and info["n_groups"] == 5 and "batch_size" in info["features"]
+    assert info["n_workloads"] == with_job and info["left_without_job"] == len(ds.workloads) - with_job
+    assert (out["n_failed"] == 0).all() and (out["n_workloads"] == with_job).all()
     assert out.loc["oracle", "gap_closed_pct"] == pytest.approx(100.0) and out.loc["ffg", "gap_closed_pct"] == 0.0
-    # no per-step data in the Zeus traces: the profiled governor is reported, not replayed
-    assert math.isnan(out.loc["profiled", "mean_regret_pct"]) and "profiled" in info["not_replayed"]
+    assert out.loc["zeus-jit", "profiling_steps"] == n_limits and out.loc["zeus-jit", "probe_units"] == pytest.approx(1.0)
+    assert out.loc["search", "probe_units"] < 1.0  # a share 1/L per level measured, fewer than L levels
+    assert set(info["chosen_per_fold"]) <= {"ffg", "mlg", "curve", "zeus-jit", "online", "search"}
+    # no per-step data in the Zeus traces: the profiled governor is not among the candidates here
+    assert "profiled" not in out.index
 
 
 def test_profiled_is_not_replayed_without_steps(four_networks):
-    """The trace has one figure per epoch: no steps.csv, no steps count, so no probe to read."""
+    """The trace has one figure per epoch: no steps.csv, no steps count, so no probe of the first
+    steps to read (a run is one unit, an epoch: the governors that probe units replay on it)."""
     sweep, table, ids = four_networks
     from dvfslab.analysis.steps import StepSource
 
     ds = load_dataset(sweep.dataset)
     assert ds.steps is None and ds.runs["steps"].isna().all()
-    assert not StepSource.from_sweep(sweep).covers(ids, 6)
+    source = StepSource.from_sweep(sweep)
+    assert not any(source.counts_steps(w) for w in ids) and {source.units(w) for w in ids} == {1.0}
     _, left_out = R.usable(R.make_all(["ffg", "profiled"]), F.TrainingData(sweep, table, ids))
     assert list(left_out) == ["profiled"] and "no steps at the default level" in left_out["profiled"]

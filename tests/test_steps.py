@@ -67,5 +67,5 @@ def test_a_workload_is_served_from_one_source_never_a_mix(tmp_path):
     t, e = source.steps("w/t", 714.0, 3)
     assert t.tolist() == [1.0] * 3 and e.tolist() == [1.5] * 3
     assert source.steps("w/t", None, 1)[1].tolist() == [3.0]  # MAXN: 300 J / 100
-    with pytest.raises(F.SweepError, match="no steps of 'x/y' and runs.csv no `steps` count"):
+    with pytest.raises(F.SweepError, match="'x/y' has no baseline run"):
         source.steps("x/y", None, 1)

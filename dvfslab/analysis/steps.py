@@ -1,26 +1,44 @@
-"""A dataset's training steps, one by one: what a probing governor measures in a replay.
+"""A dataset's runs unit by unit: what a probing governor measures in a replay, and how long a job is.
 
-Governors that measure the workload while it runs (``online``, ``profiled``) probe a few steps
-at the start of a run. Replaying them over a sweep takes step ``i`` of the run at the level the
-governor asked for step ``i``: a workload's runs share their data order (seeded loader), so step
-``i`` processes the same batch at every level. :class:`StepSource` serves those steps.
+**Units.** A run's unit is the unit of runs.csv ``steps``: an optimizer step in a dvfslab sweep,
+one inference in the LoudVA import (``steps`` = 1). A run without a ``steps`` count is *one*
+unit: an imported trace whose rows are one epoch each (the Zeus NSDI'23 traces). The **whole
+job** is ``job_steps`` of those units (workloads.csv, optional); without it the job is the
+measured run itself (:meth:`StepSource.job_units`).
+
+Governors that measure the workload while it runs (``online``, ``profiled``, ``zeus-jit``,
+``search``) probe the first units of a job. Replaying them over a sweep takes unit ``i`` of the
+run at the level the governor asked for it: a workload's runs share their data order (seeded
+loader), so step ``i`` processes the same batch at every level. :class:`StepSource` serves them:
 
 * **Recorded** (``steps.csv``): the steps of one run per (workload, level) — its lowest ok
   repetition of ``policy == "fixed"`` — and of its default-clock run: the lowest ok MAXN
   repetition with steps, or, when the workload's baseline is its highest level (``fmax`` /
-  ``max_level``), that level's run.
-* **Mean steps**: a workload with no recorded step at all is served from runs.csv: every step is
-  the run's mean step (energy and time / the mean ``steps`` count of its ok runs), so a dataset
-  without per-step records still replays a probe, with its cost spread evenly.
+  ``max_level``), that level's run. A fraction of a step is that fraction of it (linear within
+  the step).
+* **Mean units**: a workload with no recorded step at all is served from runs.csv: every unit
+  is the level's per-unit rep mean (the mean energy and time of its ok runs / the units of a
+  run), so any contract dataset replays a probe, with its cost spread evenly.
 
-A workload is served from one of the two, never a mix: its probe and the steps that probe
+A workload is served from one of the two, never a mix: its probe and the units that probe
 replaces come from the same source. ``level=None`` is the default clock (the baseline).
+
+**Noise** (:meth:`StepSource.with_noise`): a probe's measured time and energy may each be
+multiplied by an independent log-normal factor of mean 1 and coefficient of variation ``cv``
+(seeded per workload, so every governor replaying a workload draws the same factors in the
+same order); the replay charges the true cost, the governor sees the noisy reading. The
+dataset's own figure is :func:`rep_cv` (the median rep-to-rep CV of energy per unit over its
+(workload, level) cells; ``benchmarks/noise.py`` prints it): a dataset measured once per cell
+has none (0).
 """
 
 from __future__ import annotations
 
+import copy
+import math
+import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -30,18 +48,59 @@ from dvfslab.analysis.aggregate import Sweep, SweepError, snap_levels
 Steps = tuple[np.ndarray, np.ndarray]  # (time_s, energy_j) of the first n steps
 
 
+def rep_cv(runs: pd.DataFrame, knob: str) -> dict:
+    """Coefficients of variation of energy and time per unit over the ok repetitions of each
+    (workload, level) cell of fixed-level runs: ``{"cells", "cells_with_reps", "reps_max",
+    "energy": {"median", "q25", "q75"} | None, "time": ...}`` (None: no cell has two)."""
+    runs = runs[(runs["status"] == "ok") & (runs["policy"] == "fixed")]
+    units = run_units(runs)
+    per = pd.DataFrame({"workload_id": runs["workload_id"], "level": runs[knob].astype(float),
+                        "energy": runs["energy_j"] / units, "time": runs["time_s"] / units})
+    groups = per.groupby(["workload_id", "level"])
+    n = groups.size()
+    out: dict = {"cells": int(len(n)), "cells_with_reps": int((n >= 2).sum()), "reps_max": int(n.max()) if len(n) else 0}
+    for col in ("energy", "time"):
+        cv = (groups[col].std(ddof=1) / groups[col].mean())[n >= 2].dropna()
+        out[col] = None if cv.empty else {"median": float(cv.median()), "q25": float(cv.quantile(0.25)),
+                                          "q75": float(cv.quantile(0.75))}
+    return out
+
+
+def run_units(runs: pd.DataFrame) -> pd.Series:
+    """The units of each run: its ``steps`` count, 1 where it has none (module doc)."""
+    if "steps" not in runs:
+        return pd.Series(1.0, index=runs.index)
+    n = runs["steps"].astype(float)
+    return n.where(n > 0, 1.0).fillna(1.0)
+
+
+def noise_factors(rng: np.random.Generator, cv: float, size: int) -> np.ndarray:
+    """Log-normal factors of mean exactly 1 and coefficient of variation exactly ``cv``."""
+    if cv == 0:
+        return np.ones(size)
+    s = math.sqrt(math.log1p(cv * cv))
+    return np.exp(s * rng.standard_normal(size) - s * s / 2)
+
+
 class StepSource:
-    """Per-step ``(time_s, energy_j)`` of a sweep's runs (module doc)."""
+    """Per-unit ``(time_s, energy_j)`` of a sweep's runs, and each job's length (module doc)."""
 
     def __init__(self, sweep: Sweep, runs: pd.DataFrame, steps: pd.DataFrame | None = None,
                  path: str = "steps.csv"):
         self.sweep, self.path = sweep, path
         ok = runs[runs["status"] == "ok"]
-        counts = ok.groupby("workload_id")["steps"].mean() if "steps" in ok else pd.Series(dtype=float)
-        self._n_steps = {str(w): float(n) for w, n in counts.items() if pd.notna(n) and n > 0}
+        self._ok = ok
+        counted = ok[ok["steps"].astype(float) > 0] if "steps" in ok else ok.iloc[:0]
+        self._counted = {str(w): float(n) for w, n in counted.groupby("workload_id")["steps"].mean().items()}
+        self._jobs = {}
+        if "job_steps" in sweep.workloads:
+            self._jobs = {str(w): float(j) for w, j in zip(sweep.workloads["workload_id"], sweep.workloads["job_steps"],
+                                                           strict=True) if pd.notna(j) and float(j) > 0}
+        self.noise, self.seed = 0.0, 0
         self.recorded = steps is not None
         self._level: dict[tuple[str, float], Steps] = {}
         self._maxn: dict[str, Steps] = {}
+        self._has_steps: set[str] = set()
         if steps is None:
             return
         by_run = {r: (g["time_s"].to_numpy(float), g["energy_j"].to_numpy(float))
@@ -66,21 +125,73 @@ class StepSource:
         ds = load_dataset(sweep.dataset)
         return cls(sweep, ds.runs, ds.steps, f"{sweep.dataset}/steps.csv")
 
+    def with_noise(self, cv: float, seed: int = 0) -> StepSource:
+        """The same source whose probes read with multiplicative noise of coefficient of variation
+        ``cv`` (a fraction: 0.02 = 2 %), seeded by ``seed`` and the workload (module doc)."""
+        if not (math.isfinite(cv) and 0 <= cv < 1):
+            raise SweepError(f"probe noise must be a fraction in [0, 1) (0.02 = 2 %), got {cv!r}")
+        out = copy.copy(self)
+        out.noise, out.seed = float(cv), int(seed)
+        return out
+
+    def rep_noise(self) -> float:
+        """The dataset's own probe noise: the median rep-to-rep CV of energy per unit (:func:`rep_cv`);
+        0 when no (workload, level) cell was measured twice."""
+        got = rep_cv(self._ok, self.sweep.knob.name)["energy"]
+        return 0.0 if got is None else got["median"]
+
+    # -- units and jobs ------------------------------------------------------------------
+
+    def counts_steps(self, workload_id: str) -> bool:
+        """Whether the workload's runs count their steps (runs.csv ``steps``, or steps.csv): its
+        unit is a step, not a whole run."""
+        return workload_id in self._counted or self.is_recorded(workload_id)
+
+    def units(self, workload_id: str) -> float:
+        """The units of one run of the workload: the mean ``steps`` count of its ok runs, 1 without."""
+        return self._counted.get(str(workload_id), 1.0)
+
+    def job_known(self, workload_id: str) -> bool:
+        """Whether workloads.csv gives the workload's whole job (``job_steps``)."""
+        return str(workload_id) in self._jobs
+
+    def job_units(self, workload_id: str) -> float:
+        """The units of the whole job: ``job_steps``, else one run (the job is the run itself)."""
+        return self._jobs.get(str(workload_id), self.units(workload_id))
+
+    def per_unit(self, workload_id: str, level: float | None) -> tuple[float, float]:
+        """``(time_s, energy_j)`` of one unit at ``level`` (None: the baseline): the rep means / units."""
+        e, t = self.sweep.baseline_of(workload_id) if level is None else self.sweep.at(workload_id, level)
+        k = self.units(workload_id)
+        return t / k, e / k
+
+    # -- unit by unit --------------------------------------------------------------------
+
     def is_recorded(self, workload_id: str) -> bool:
-        """Whether the workload is served from recorded steps (else from mean steps)."""
+        """Whether the workload is served from recorded steps (else from mean units)."""
         return self.recorded and workload_id in self._has_steps
 
     def steps(self, workload_id: str, level: float | None, n: int) -> Steps:
-        """``(time_s, energy_j)`` of the first ``n`` steps at ``level`` (None: the default clock)."""
+        """``(time_s, energy_j)`` of the first ``n`` units at ``level`` (None: the default clock)."""
         wid = str(workload_id)
         if self.is_recorded(wid):
-            return self._recorded(wid, level, n)
-        if wid not in self._n_steps:
-            raise SweepError(f"{self.path} has no steps of {wid!r} and runs.csv no `steps` count for it — "
-                             "a probe needs per-step records or the number of steps per run")
-        e, t = self.sweep.baseline_of(wid) if level is None else self.sweep.at(wid, level)
-        k = self._n_steps[wid]
-        return np.full(n, t / k), np.full(n, e / k)
+            t, e = self._recorded(wid, level, n)
+            return t[:n], e[:n]
+        t, e = self.per_unit(wid, level)
+        return np.full(n, t), np.full(n, e)
+
+    def span(self, workload_id: str, level: float | None, start: float, units: float) -> tuple[float, float]:
+        """``(time_s, energy_j)`` of units ``[start, start + units)`` of the run at ``level``
+        (fractional: a fraction of a recorded step is that fraction of it)."""
+        wid = str(workload_id)
+        if not self.is_recorded(wid):
+            t, e = self.per_unit(wid, level)
+            return t * units, e * units
+        a, b = float(start), float(start) + float(units)
+        t, e = self._recorded(wid, level, math.ceil(b - 1e-9))
+        k = np.arange(math.floor(a + 1e-9), math.ceil(b - 1e-9))
+        share = np.clip(np.minimum(b, k + 1) - np.maximum(a, k), 0.0, 1.0)  # of each step, in [a, b)
+        return float((share * t[k]).sum()), float((share * e[k]).sum())
 
     def _recorded(self, wid: str, level: float | None, n: int) -> Steps:
         where = "the default clock" if level is None else self.sweep.knob.format(float(level))
@@ -95,10 +206,10 @@ class StepSource:
         if len(got[0]) < n:
             raise SweepError(f"{self.path} has {len(got[0])} steps of {wid!r} at {where}, the probe needs {n}; "
                              "record more steps per run or probe fewer")
-        return got[0][:n], got[1][:n]
+        return got
 
     def covers(self, workload_ids: Iterable[str], n: int) -> bool:
-        """Whether every workload has ``n`` steps at the default clock (recorded or mean)."""
+        """Whether every workload has ``n`` units at the default clock."""
         try:
             for w in workload_ids:
                 self.steps(str(w), None, n)
@@ -107,26 +218,36 @@ class StepSource:
         return True
 
     def probe(self, workload_id: str) -> StepProbe:
-        """A probe that replays ``workload_id``'s steps from step 0."""
-        return StepProbe(self, str(workload_id))
+        """A probe that replays ``workload_id``'s units from unit 0 (with this source's noise)."""
+        wid = str(workload_id)
+        rng = np.random.default_rng([self.seed, zlib.crc32(wid.encode())]) if self.noise else None
+        return StepProbe(self, wid, rng=rng)
 
 
 @dataclass
 class StepProbe:
-    """Runs "the next step" of one workload at a level by reading it from a :class:`StepSource`:
+    """Runs "the next units" of one workload at a level by reading them from a :class:`StepSource`:
     the :class:`~dvfslab.governors.base.Probe` of a replay."""
 
     source: StepSource
     workload_id: str
-    taken: int = 0
+    taken: float = 0.0
+    rng: np.random.Generator | None = field(default=None, repr=False)
 
     @property
     def levels(self) -> tuple[float, ...]:
-        """The levels a probe may ask for: the sweep's table."""
-        return self.source.sweep.level_table
+        """The levels a probe may ask for: those the workload was measured at (the sweep's table,
+        or the part of it a sweep of fewer levels ran)."""
+        return tuple(float(f) for f in self.source.sweep.curve(self.workload_id)[0])
 
-    def measure(self, level: float | None) -> tuple[float, float]:
-        """``(time_s, energy_j)`` of step ``taken`` of the run at ``level`` (None: the default clock)."""
-        t, e = self.source.steps(self.workload_id, level, self.taken + 1)
-        self.taken += 1
-        return float(t[-1]), float(e[-1])
+    def measure(self, level: float | None, units: float = 1.0) -> tuple[float, float]:
+        """``(time_s, energy_j)`` of units ``[taken, taken + units)`` of the run at ``level`` (None:
+        the default clock), as read with the source's noise."""
+        if not (units > 0 and math.isfinite(units)):
+            raise SweepError(f"a probe runs a positive number of units, got {units!r}")
+        t, e = self.source.span(self.workload_id, level, self.taken, units)
+        self.taken += units
+        if self.rng is not None:
+            f_t, f_e = noise_factors(self.rng, self.source.noise, 2)
+            t, e = t * f_t, e * f_e
+        return float(t), float(e)

@@ -2,7 +2,8 @@
 
 :class:`TrainingData` is the one argument of every governor's ``fit`` (``dvfslab.governors``).
 A cross-validation fold is :meth:`TrainingData.subset` of it: the same sweep, features and
-step records, fewer training workloads. The dataset's per-step records
+step records, fewer training workloads; :meth:`TrainingData.with_probe_noise` makes the probes of
+a replay read with noise. The dataset's per-step records
 (:class:`~dvfslab.analysis.steps.StepSource`) are read on first use and shared by every subset,
 so the folds do not read ``steps.csv`` again.
 """
@@ -51,6 +52,11 @@ class TrainingData:
         if "source" not in self._steps:
             self._steps["source"] = StepSource.from_sweep(self.sweep)
         return self._steps["source"]
+
+    def with_probe_noise(self, cv: float, seed: int = 0) -> TrainingData:
+        """The same data whose probes read with noise of coefficient of variation ``cv``
+        (:meth:`StepSource.with_noise`); its subsets (CV folds) share it."""
+        return dataclasses.replace(self, _steps={"source": self.steps().with_noise(cv, seed)})
 
     def subset(self, train_ids: Sequence[str]) -> TrainingData:
         """The same sweep, features and steps with other training workloads (a CV fold)."""

@@ -1,8 +1,12 @@
 """Governors head-to-head: the same cross-validation folds for every governor, plus Pareto points.
 
-:func:`cv_replay` holds out one workload (``loocv``) or one model with all its tasks (``lomo``)
-of the training workloads (``sklearn.model_selection.LeaveOneGroupOut`` with the workload or the
-model as the group). In each fold every governor that learns from the training workloads
+:func:`cv_replay` holds out one workload (``loocv``), one model with all its tasks (``lomo``) or,
+where every workload is the same model (the LoudVA import: one network at many request
+concurrencies), one of :data:`BLOCKS` contiguous blocks of workloads ordered by batch size (the
+concurrency there), then id (``lobo``): a governor is judged on a range of loads it has not seen,
+which leave-one-workload-out would not do (neighbouring concurrencies behave alike). Folds are
+``sklearn.model_selection.LeaveOneGroupOut`` with the workload, the model or the block as the
+group. In each fold every governor that learns from the training workloads
 (``needs_training``: ``ffg``, ``mlg``, ``curve``, ``profiled``) is cloned
 (``sklearn.base.clone``: same parameters, nothing learned) and fitted on the rest — the learned
 tree with the hyper-parameters notebook 03 selected; the others (``maxn``, ``online``,
@@ -26,8 +30,31 @@ from dvfslab.analysis.training import TrainingData
 from dvfslab.evaluation import replay as E
 from dvfslab.governors.base import Governor
 
-#: scheme -> the column whose value is one group (held out together)
-SCHEMES = {"loocv": "workload_id", "lomo": "model"}
+#: scheme -> the column whose value is one group (held out together); ``block``: :func:`blocks`
+SCHEMES = {"loocv": "workload_id", "lomo": "model", "lobo": "block"}
+SCHEME_WORDS = {"loocv": "leave-one-workload-out", "lomo": "leave-one-model-out",
+                "lobo": "leave-one-block-out"}
+#: contiguous blocks of the ``lobo`` scheme
+BLOCKS = 5
+
+
+def blocks(rows: pd.DataFrame, k: int = BLOCKS) -> pd.Series:
+    """Each row's block (``lobo``): the rows ordered by ``batch_size`` then ``workload_id``, cut into
+    ``k`` contiguous blocks of (nearly) equal size, each named by its first and last workload."""
+    order = rows.assign(_b=pd.to_numeric(rows.get("batch_size"), errors="coerce")).sort_values(["_b", "workload_id"])
+    n = len(order)
+    k = max(1, min(k, n))
+    idx = [i * k // n for i in range(n)]  # block of the i-th row in order
+    first = {b: order["workload_id"].iloc[idx.index(b)] for b in set(idx)}
+    last = {b: order["workload_id"].iloc[n - 1 - idx[::-1].index(b)] for b in set(idx)}
+    names = [f"{first[b]} .. {last[b]}" for b in idx]
+    return pd.Series(names, index=order.index).reindex(rows.index)
+
+
+def grouping(rows: pd.DataFrame) -> str:
+    """The honest scheme for a recommendation on ``rows``: ``lomo`` when they hold two models or
+    more, else ``lobo`` (one model: see the module doc)."""
+    return "lomo" if rows["model"].nunique() >= 2 else "lobo"
 
 
 def fit_fold(governors: Mapping[str, Governor], data: TrainingData) -> dict[str, Governor]:
@@ -43,7 +70,7 @@ def cv_replay(governors: Mapping[str, Governor], data: TrainingData, *, schemes:
     """
     static = fit_fold({n: g for n, g in governors.items() if not g.needs_training}, data)
     rows = data.rows().reset_index(drop=True)
-    steps = data.steps() if any(g.probing for g in governors.values()) else None
+    steps = data.steps()  # the probes, and the units of every run and job
     out = []
     for scheme, held, group in tqdm(list(cv_folds(rows, schemes)), desc="governor CV", disable=not progress):
         fold = data.subset([w for w in data.train_ids if w not in set(held)])
@@ -60,7 +87,7 @@ def cv_folds(rows: pd.DataFrame, schemes: Iterable[str]) -> Iterable[tuple[str, 
     """``(scheme, held-out workload ids, group)`` per fold: ``LeaveOneGroupOut`` over the
     scheme's group column; a scheme with a single group has nothing to hold out."""
     for scheme in schemes:
-        groups = rows[SCHEMES[scheme]].to_numpy()
+        groups = (blocks(rows) if scheme == "lobo" else rows[SCHEMES[scheme]]).to_numpy()
         if len(set(groups)) < 2:
             continue
         for _, test in LeaveOneGroupOut().split(rows, groups=groups):

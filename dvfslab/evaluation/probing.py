@@ -15,15 +15,21 @@ from dvfslab.governors.base import ProbeStep, ProbingGovernor
 def probing_breakdown(per_workload: pd.DataFrame, sweep: Sweep, policy: str = "online") -> pd.DataFrame:
     """Split a probing governor's regret per workload into the choice and the probing.
 
-    ``choice_regret_pct``: the held level's full-run energy over the oracle's;
-    ``probing_cost_pct``: what the probing steps added (both in % of the baseline energy).
+    ``choice_regret_pct``: the held level's energy over the oracle's (the same per run and over
+    the whole job: both run every unit at their level); ``probing_cost_pct``: what the probing
+    added to the run's regret, ``job_probing_cost_pct`` to the whole job's (all in % of the
+    baseline energy).
     """
     rows = per_workload[(per_workload["policy"] == policy) & per_workload["level"].notna()]
-    out = rows[["workload_id", "level", "profiling_steps", "regret_pct", "slowdown_pct"]].copy()
+    keep = ["workload_id", "level", "profiling_steps", "probe_units", "probe_share_pct", "regret_pct", "job_regret_pct",
+            "slowdown_pct"]
+    out = rows[[c for c in keep if c in rows]].copy()
     full = [sweep.at(w, f)[0] for w, f in zip(rows["workload_id"], rows["level"], strict=True)]
     out["oracle_level"] = [sweep.oracle_level(w) for w in rows["workload_id"]]
     out["choice_regret_pct"] = 100.0 * (pd.Series(full, index=rows.index) - rows["oracle_energy_j"]) / rows["baseline_energy_j"]
     out["probing_cost_pct"] = out["regret_pct"] - out["choice_regret_pct"]
+    if "job_regret_pct" in out:
+        out["job_probing_cost_pct"] = out["job_regret_pct"] - out["choice_regret_pct"]
     return out.reset_index(drop=True)
 
 

@@ -1,4 +1,5 @@
-"""Replay governors over a sweep: chosen level, energy, time, saving, slowdown, regret.
+"""Replay governors over a sweep: chosen level, energy, time, saving, slowdown, regret — per run
+and over the whole job.
 
 For a workload ``w`` and a governor ``p`` (docs/method.md, "Evaluation definitions"):
 
@@ -7,15 +8,28 @@ For a workload ``w`` and a governor ``p`` (docs/method.md, "Evaluation definitio
   (:meth:`Sweep.nearest_level`, the :func:`dvfslab.core.levels.snap_mhz` rule: ties go to the
   higher level, as on the board) and ``snapped`` says so — e.g. the paper's tree on another
   board's level table;
-* a probing governor (``online``, ``profiled``) gets a probe that reads the dataset's steps
-  (:class:`dvfslab.analysis.steps.StepProbe`) and returns the steps it probed; they are
-  **charged**: the run at the decided level with its first ``n`` steps replaced by the ``n``
-  probed ones, ``E = E(l*) - sum_{i<n} e(l*, i) + sum_{i<n} e(probe_i)`` (the same for time;
-  ``l*`` None: the default clock's steps), and ``profiling_steps = n``;
+* **the whole job** is ``J`` units (workloads.csv ``job_steps``; without it ``J`` is the run's
+  own ``n`` units and the job is the run, as the per-run figures are): the baseline runs all
+  ``J`` at its level, ``J/n`` times its run's mean energy and time, the oracle all ``J`` at the
+  workload's least-energy level, a governor that probes nothing all ``J`` at its level;
+* a probing governor (``online``, ``profiled``, ``zeus-jit``, ``search``) gets a probe that
+  reads the dataset's units (:class:`dvfslab.analysis.steps.StepProbe`) and returns what it
+  probed, ``U`` units in all; they are **charged**: its probes run the job's first ``U`` units
+  at the probed levels (their true cost, read again from the dataset without the probe's
+  noise), the rest of the job at the decided level ``l*``:
+  ``E = sum_i e(probe_i) + (J/n) E(l*) - E_{[0, U)}(l*)`` (the same for time; ``l*`` None: the
+  default clock), ``E_{[0, U)}(l*)`` being the first ``U`` units of the run at ``l*`` (recorded
+  steps, or ``U`` x its per-unit mean); a job shorter than its probes ends while probing
+  (``note`` says so). The per-run figures are the same with ``J = n``;
 * ``saving_pct = 100 (1 - E_p / E_b)``, ``slowdown_pct = 100 (T_p / T_b - 1)``,
-  ``regret_pct = 100 (E_p - E_oracle) / E_b`` with means over the ok repetitions.
+  ``regret_pct = 100 (E_p - E_oracle) / E_b`` with means over the ok repetitions, per run; the
+  ``job_*`` figures the same over the whole job; ``probe_share_pct = 100 U / J`` (units);
+  ``profiling_steps``: the probes used, ``probe_units``: their units.
 
-Evaluation is generic: any :class:`~dvfslab.governors.base.Governor` can be replayed.
+A row's ``note`` carries what the decision reports (a search that stopped at a local minimum
+of a curve that is not unimodal) and a learned governor that could not learn and fell back to
+FFG's level (:meth:`~dvfslab.governors.base.Governor.fallback_note`). Evaluation is generic: any
+:class:`~dvfslab.governors.base.Governor` can be replayed.
 """
 
 from __future__ import annotations
@@ -34,55 +48,71 @@ from dvfslab.governors.errors import GovernorError
 PER_WORKLOAD_COLUMNS = ["policy", "workload_id", "model", "task", "split", "params_m", "size_group",
                         "decided_level", "level", "snapped", "energy_j", "time_s", "baseline_energy_j",
                         "baseline_time_s", "oracle_energy_j", "saving_pct", "slowdown_pct", "regret_pct",
-                        "profiling_steps", "error"]
-SUMMARY_KEYS = ("mean_saving_pct", "max_saving_pct", "min_saving_pct", "mean_slowdown_pct", "mean_regret_pct")
+                        "profiling_steps", "probe_units", "job_units", "job_energy_j", "job_time_s",
+                        "job_baseline_energy_j", "job_baseline_time_s", "job_oracle_energy_j", "job_saving_pct",
+                        "job_slowdown_pct", "job_regret_pct", "probe_share_pct", "note", "error"]
+SUMMARY_KEYS = ("mean_saving_pct", "max_saving_pct", "min_saving_pct", "mean_slowdown_pct", "mean_regret_pct",
+                "job_saving_pct", "job_slowdown_pct", "job_regret_pct", "probe_share_pct")
+JOB_NOTE = "the job ended while probing"
 
 
-def replay_one(name: str, governor: Governor, sweep: Sweep, workload: Mapping[str, Any],
-               steps: StepSource | None = None) -> dict:
+def replay_one(name: str, governor: Governor, sweep: Sweep, workload: Mapping[str, Any], steps: StepSource) -> dict:
     """Replay one governor on one workload (a feature-table row as a dict); ``steps`` feeds the
-    probe of a probing governor."""
+    probe of a probing governor and gives the run's and the job's units."""
     wid = workload["workload_id"]
     e_b, t_b = sweep.baseline_of(wid)
     e_o = sweep.at(wid, sweep.oracle_level(wid))[0]
+    n, job = steps.units(wid), steps.job_units(wid)
     row = {"policy": name, "workload_id": wid, "baseline_energy_j": e_b, "baseline_time_s": t_b,
            "oracle_energy_j": e_o, "decided_level": np.nan, "level": np.nan, "snapped": False,
-           "energy_j": np.nan, "time_s": np.nan, "profiling_steps": 0, "error": ""}
+           "energy_j": np.nan, "time_s": np.nan, "profiling_steps": 0, "probe_units": 0.0, "job_units": job,
+           "job_energy_j": np.nan, "job_time_s": np.nan, "job_baseline_energy_j": e_b * job / n,
+           "job_baseline_time_s": t_b * job / n, "job_oracle_energy_j": e_o * job / n, "note": "", "error": ""}
     for key in ("model", "task", "split", "params_m", "size_group"):
         row[key] = workload.get(key)
     try:
-        decision = governor.decide(workload, steps.probe(wid) if governor.probing and steps is not None else None)
+        decision = governor.decide(workload, steps.probe(wid) if governor.probing else None)
     except (GovernorError, SweepError) as err:
         row["error"] = str(err)
         return row
     level = None
-    if decision.level is None:
-        row["energy_j"], row["time_s"] = e_b, t_b
-    else:
+    if decision.level is not None:
         level = sweep.nearest_level(wid, decision.level)
         row.update(decided_level=float(decision.level), level=level,
                    snapped=not np.isclose(level, decision.level, atol=1e-6))
-        row["energy_j"], row["time_s"] = sweep.at(wid, level)
+    notes = [decision.note or governor.fallback_note()]
+    try:
+        row["energy_j"], row["time_s"], _ = charge(decision, wid, level, n, steps)
+        row["job_energy_j"], row["job_time_s"], spent = charge(decision, wid, level, job, steps)
+    except SweepError as err:
+        row["error"] = str(err)
+        return row
     if decision.probed:
-        try:
-            row["energy_j"], row["time_s"] = charge(decision, wid, level, row["energy_j"], row["time_s"], steps)
-            row["profiling_steps"] = len(decision.probed)
-        except SweepError as err:
-            row.update(energy_j=np.nan, time_s=np.nan, error=str(err))
+        row["profiling_steps"], row["probe_units"] = len(decision.probed), spent
+        if spent < decision.probe_units - 1e-9:
+            notes.append(f"{JOB_NOTE} ({spent:g} of {decision.probe_units:g} probe units)")
+    row["note"] = "; ".join(x for x in notes if x)
     return row
 
 
-def charge(decision: Decision, workload_id: str, level: float | None, energy_j: float, time_s: float,
-           steps: StepSource | None) -> tuple[float, float]:
-    """``(energy_j, time_s)`` of the run at ``level`` with its first steps replaced by the probed ones
-    (module doc)."""
-    if steps is None:
-        raise SweepError(f"{workload_id}: the probed steps cannot be charged without the dataset's steps")
-    n = len(decision.probed)
-    t_l, e_l = steps.steps(workload_id, level, n)
-    energy = energy_j - e_l.sum() + sum(s.energy_j for s in decision.probed)
-    time = time_s - t_l.sum() + sum(s.time_s for s in decision.probed)
-    return float(energy), float(time)
+def charge(decision: Decision, workload_id: str, level: float | None, job_units: float,
+           steps: StepSource) -> tuple[float, float, float]:
+    """``(energy_j, time_s, probe units run)`` of a job of ``job_units`` units: the decision's
+    probes first (their true cost, at most the job's length), the rest at ``level`` (module doc)."""
+    e_l, t_l = steps.sweep.baseline_of(workload_id) if level is None else steps.sweep.at(workload_id, level)
+    scale = job_units / steps.units(workload_id)
+    energy = time = spent = 0.0
+    for probe in decision.probed:
+        units = min(float(probe.units), job_units - spent)
+        if units <= 1e-12:
+            break
+        t, e = steps.span(workload_id, probe.level, spent, units)
+        energy, time, spent = energy + e, time + t, spent + units
+    if spent < job_units - 1e-12:
+        t0, e0 = steps.span(workload_id, level, 0.0, spent) if spent else (0.0, 0.0)
+        energy += scale * e_l - e0
+        time += scale * t_l - t0
+    return float(energy), float(time), float(spent)
 
 
 def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep, features: pd.DataFrame,
@@ -92,11 +122,11 @@ def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep,
     ``governors``: name -> fitted governor (or governors, named by their registry name);
     ``features`` is the feature table (what governors see); ``workload_ids`` restricts the
     workloads (e.g. the evaluation split); ``steps``: the dataset's steps for probing governors
-    (read from the sweep's dataset when one needs them). A governor that cannot decide for a
-    workload gets NaN figures and the reason in ``error``.
+    (read from the sweep's dataset when not given; they also give the run's and the job's units).
+    A governor that cannot decide for a workload gets NaN figures and the reason in ``error``.
     """
     govs = dict(governors) if isinstance(governors, Mapping) else {g.name: g for g in governors}
-    if steps is None and any(g.probing for g in govs.values()):
+    if steps is None:
         steps = StepSource.from_sweep(sweep)
     rows_in = features if workload_ids is None else features[features["workload_id"].isin(set(workload_ids))]
     records = rows_in.to_dict("records")
@@ -105,12 +135,18 @@ def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep,
     out["saving_pct"] = 100.0 * (1.0 - out["energy_j"] / out["baseline_energy_j"])
     out["slowdown_pct"] = 100.0 * (out["time_s"] / out["baseline_time_s"] - 1.0)
     out["regret_pct"] = 100.0 * (out["energy_j"] - out["oracle_energy_j"]) / out["baseline_energy_j"]
+    out["job_saving_pct"] = 100.0 * (1.0 - out["job_energy_j"] / out["job_baseline_energy_j"])
+    out["job_slowdown_pct"] = 100.0 * (out["job_time_s"] / out["job_baseline_time_s"] - 1.0)
+    out["job_regret_pct"] = 100.0 * (out["job_energy_j"] - out["job_oracle_energy_j"]) / out["job_baseline_energy_j"]
+    out["probe_share_pct"] = (100.0 * out["probe_units"] / out["job_units"]).where(out["job_energy_j"].notna())
     return out
 
 
 def summarize(per_workload: pd.DataFrame, by: Iterable[str] = ()) -> pd.DataFrame:
-    """Per policy (and ``by`` groups): n, mean/max/min saving, mean/max slowdown, mean regret,
-    mean profiling steps (charged steps spent choosing the level; 0 for most governors).
+    """Per policy (and ``by`` groups): n, mean/max/min saving, mean/max slowdown, mean regret per
+    run; the means of the whole-job figures (``job_saving_pct``, ``job_slowdown_pct``,
+    ``job_regret_pct``, ``probe_share_pct``) and of the probes used (``profiling_steps``) and
+    their units (``probe_units``), 0 for a governor that probes nothing.
 
     Means are plain means over workloads; workloads a policy could not decide are left out
     of its figures (``n_failed`` counts them).
@@ -123,20 +159,26 @@ def summarize(per_workload: pd.DataFrame, by: Iterable[str] = ()) -> pd.DataFram
         "mean_saving_pct": g["saving_pct"].mean(), "max_saving_pct": g["saving_pct"].max(),
         "min_saving_pct": g["saving_pct"].min(), "mean_slowdown_pct": g["slowdown_pct"].mean(),
         "max_slowdown_pct": g["slowdown_pct"].max(), "mean_regret_pct": g["regret_pct"].mean(),
-        "profiling_steps": g["profiling_steps"].mean() if "profiling_steps" in per_workload else 0.0,
     })
+    for col in ("job_saving_pct", "job_slowdown_pct", "job_regret_pct", "probe_share_pct"):
+        out[col] = g[col].mean() if col in per_workload else np.nan
+    for col in ("profiling_steps", "probe_units"):
+        out[col] = g[col].mean() if col in per_workload else 0.0
     return out.reset_index()
 
 
 def summary_dict(summary: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     """``{policy: {mean_saving_pct, max_saving_pct, min_saving_pct, mean_slowdown_pct,
-    mean_regret_pct, n_workloads[, profiling_steps]}}`` from an ungrouped :func:`summarize` frame (NaN -> None)."""
+    mean_regret_pct, job_saving_pct, job_slowdown_pct, job_regret_pct, probe_share_pct,
+    n_workloads[, profiling_steps, probe_units]}}`` from an ungrouped :func:`summarize` frame
+    (NaN -> None; the probes only for a governor that probes)."""
     out = {}
     for _, row in summary.iterrows():
-        d: dict[str, float | None] = {k: num_or_none(row[k]) for k in SUMMARY_KEYS}
+        d: dict[str, float | None] = {k: num_or_none(row[k]) if k in row else None for k in SUMMARY_KEYS}
         d["n_workloads"] = int(row["n_workloads"])
         if row.get("profiling_steps", 0) and not np.isnan(row["profiling_steps"]):
             d["profiling_steps"] = float(row["profiling_steps"])
+            d["probe_units"] = num_or_none(row.get("probe_units", np.nan))
         out[str(row["policy"])] = d
     return out
 

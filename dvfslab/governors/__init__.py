@@ -26,10 +26,13 @@ from dvfslab.governors.objective import LEAST_ENERGY, Objective
 from dvfslab.governors.online import OnlineGovernor
 from dvfslab.governors.profiled import ProfiledGovernor
 from dvfslab.governors.registry import build, governor_class, make, names
+from dvfslab.governors.search import SearchGovernor
 from dvfslab.governors.static import FixedGovernor, MaxnGovernor, OracleGovernor
 from dvfslab.governors.tree import PaperTreeGovernor, TreeGovernor, paper_tree
+from dvfslab.governors.zeus_jit import ZeusJitGovernor
 
 __all__ = ["LEAST_ENERGY", "CurveGovernor", "CurveModel", "Decision", "FixedGovernor", "Governor", "GovernorError",
            "MaxnGovernor", "Objective", "OnlineGovernor", "OracleGovernor", "PaperTreeGovernor", "Probe",
-           "ProbeSession", "ProbeStep", "ProbingGovernor", "ProfiledGovernor", "TreeGovernor", "build", "decide",
-           "governor_class", "load_governor", "load_policy", "make", "names", "paper_tree", "save_governor"]
+           "ProbeSession", "ProbeStep", "ProbingGovernor", "ProfiledGovernor", "SearchGovernor", "TreeGovernor",
+           "ZeusJitGovernor", "build", "decide", "governor_class", "load_governor", "load_policy", "make", "names",
+           "paper_tree", "save_governor"]

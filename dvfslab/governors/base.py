@@ -13,10 +13,14 @@ scikit-learn's estimator contract without depending on scikit-learn:
   its features), or ``None``: leave the board's default (the baseline, MAXN).
 
 Governors that measure the job while it runs (:class:`ProbingGovernor`: ``online``,
-``profiled``) receive a :class:`Probe` — run one step at a level, get ``(time_s, energy_j)`` —
-and return a :class:`Decision` that carries the steps they probed, which the replay charges
-(:mod:`dvfslab.evaluation.replay`). Live, the same :class:`ProbeSession` is fed one step at a
-time by the training callback (:class:`dvfslab.harness.policy.OnlineLevel`).
+``profiled``, ``zeus-jit``, ``search``) receive a :class:`Probe` — run the job's next ``units``
+units (optimizer steps, or epochs / inferences in an imported trace; fractional allowed: Zeus's
+profiler gives each power limit ``1/L`` of one epoch) at a level, get ``(time_s, energy_j)`` —
+and return a :class:`Decision` that carries what they probed, which the replay charges over the
+whole job (:mod:`dvfslab.evaluation.replay`). Live, the same :class:`ProbeSession` is fed one
+optimizer step (one unit) at a time by the training callback
+(:class:`dvfslab.harness.policy.OnlineLevel`): a session counts the units it has observed per
+level, so a share smaller than one step is served by one whole step.
 
 The selection rule (least energy; least energy within a slowdown limit) is one
 :class:`~dvfslab.governors.objective.Objective`, the ``objective`` parameter of every governor.
@@ -93,34 +97,44 @@ class Params:
 
 
 class ProbeStep(NamedTuple):
-    """One step a governor ran to probe the job: at ``level`` (None: the default clock)."""
+    """What a governor ran to probe the job: ``units`` of it (one optimizer step live) at ``level``
+    (None: the default clock), and the time and energy it measured."""
 
     level: float | None
     time_s: float
     energy_j: float
+    units: float = 1.0
 
 
 @dataclass(frozen=True)
 class Decision:
-    """A governor's answer: the level to hold (None: the board's default) and the steps it
-    probed to find it (their energy and time are charged to it)."""
+    """A governor's answer: the level to hold (None: the board's default), what it probed to
+    find it (charged to it), and ``note``: anything the replay should report with it (a search
+    that stopped at a local minimum of a curve that is not unimodal, a learned governor that
+    could not learn and fell back)."""
 
     level: float | None
     probed: tuple[ProbeStep, ...] = ()
+    note: str = ""
+
+    @property
+    def probe_units(self) -> float:
+        """The units of the job spent probing."""
+        return float(sum(s.units for s in self.probed))
 
 
 class Probe(Protocol):
-    """Runs the job's next step at a level and measures it: what a probing governor is given.
+    """Runs the job's next units at a level and measures them: what a probing governor is given.
 
-    In a replay it reads the dataset's recorded steps (:class:`dvfslab.analysis.steps.StepProbe`).
+    In a replay it reads the dataset's steps (:class:`dvfslab.analysis.steps.StepProbe`).
     """
 
     @property
     def levels(self) -> Sequence[float]:
         """The levels it can run."""
 
-    def measure(self, level: float | None) -> tuple[float, float]:
-        """Run one step at ``level`` (None: the default clock); ``(time_s, energy_j)``."""
+    def measure(self, level: float | None, units: float = 1.0) -> tuple[float, float]:
+        """Run the next ``units`` units at ``level`` (None: the default clock); ``(time_s, energy_j)``."""
 
 
 class Governor(Params):
@@ -140,6 +154,8 @@ class Governor(Params):
     knobs: ClassVar[tuple[str, ...]] = ()
     #: decides from a probe of the running job (:class:`ProbingGovernor`)
     probing: ClassVar[bool] = False
+    #: may be recommended in place of FFG (False: the baseline and the oracle, the yardsticks)
+    recommendable: ClassVar[bool] = True
 
     def fit(self, data: TrainingData | None = None) -> Self:
         """Learn from ``data`` (None: for a governor that needs none); records the knob."""
@@ -176,6 +192,19 @@ class Governor(Params):
             return f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
         return ""
 
+    def fallback_note(self) -> str:
+        """Why this fitted governor could not learn from its training data and fell back (to FFG's
+        level): its fitted state's ``info`` says ``fallback`` and ``cannot_learn`` (no feature
+        varies, one workload, one level: the tree's and the curve model's fits write them);
+        ``""`` when it learned."""
+        for attr in self.saves:
+            state = getattr(self, attr, None) if attr.endswith("_") else None
+            info = state.get("info") if isinstance(state, Mapping) else None
+            if isinstance(info, Mapping) and info.get("fallback"):
+                return (f"could not learn ({info.get('cannot_learn') or 'nothing to learn'}): falls back to "
+                        f"{str(info['fallback']).upper()}")
+        return ""
+
     def _fitted(self, attr: str) -> Any:
         try:
             return getattr(self, attr)
@@ -200,9 +229,10 @@ class LevelGovernor(Governor):
 
 
 class ProbeSession:
-    """One job being probed: ask :meth:`next_level`, run a step there, :meth:`observe` it; repeat
+    """One job being probed: ask :meth:`next_probe` (a replay: the level and how many units) or
+    :meth:`next_level` (live: the level of the next step), run that, :meth:`observe` it; repeat
     until :attr:`done`; then :meth:`decision`. After the probing, :meth:`next_level` returns the
-    decided level for the rest of the job."""
+    decided level for the rest of the job. The default: ``profiling_steps`` probes of one unit."""
 
     profiling_steps: int
     observed: list[ProbeStep]
@@ -213,6 +243,15 @@ class ProbeSession:
 
     def next_level(self) -> float | None:
         raise NotImplementedError
+
+    def next_probe(self) -> tuple[float | None, float]:
+        """``(level, units)`` of the next probe (one unit unless the session says otherwise)."""
+        return self.next_level(), 1.0
+
+    @property
+    def note(self) -> str:
+        """What the decision should report besides its level (``""``: nothing)."""
+        return ""
 
     def observe(self, step: ProbeStep) -> None:
         raise NotImplementedError
@@ -226,7 +265,7 @@ class ProbeSession:
         if not self.done:
             raise GovernorError(f"the level is chosen during the run: {len(self.observed)} of "
                                 f"{self.profiling_steps} probing steps so far")
-        return Decision(self.level, tuple(self.observed))
+        return Decision(self.level, tuple(self.observed), self.note)
 
 
 class ProbingGovernor(Governor):
@@ -245,9 +284,9 @@ class ProbingGovernor(Governor):
                                 "dvfslab.harness.online_callback.OnlineDvfsCallback")
         session = self.start(workload, probe.levels)
         while not session.done:
-            level = session.next_level()
-            time_s, energy_j = probe.measure(level)
-            session.observe(ProbeStep(level, time_s, energy_j))
+            level, units = session.next_probe()
+            time_s, energy_j = probe.measure(level, units)
+            session.observe(ProbeStep(level, time_s, energy_j, units))
         return session.decision()
 
     def unusable_reason(self, data: TrainingData) -> str:

@@ -18,8 +18,21 @@ principle, then evaluated; docs/governors.md):
   ``T(l) = a + b / l``; the final choice is the objective's among the fine phase's levels (a
   trust region: levels measured with two noisy steps are never held on the strength of an
   extrapolation). The objective's slowdown is against the fitted time at the highest probed level.
+  ``T = a + b / l`` is the law of a *clock*; a GPU power limit caps power instead (the time at a
+  limit is flat above the card's need and climbs steeply below it: a 100-300 W sweep of the
+  Zeus A40 traces goes from 3x to 1.0x between 100 and 175 W). On such a knob (``model="auto"``
+  with a power-limit dataset, or ``model="measured"``) nothing is fitted: each phase takes the
+  objective's choice on the probed levels' measured means (:func:`~dvfslab.governors.ucurve.measured_curve`).
 * **Charged**: the probing steps run at the probed levels; the :class:`~dvfslab.governors.base.Decision`
-  carries them and the replay counts their energy and time.
+  carries them and the replay counts their energy and time over the whole job.
+* **Any knob, any table**: the spread and the neighbours are table indices, so the same design
+  runs on 6-15 power limits, 11-15 Jetson clocks or 60 datacenter clocks (a table of fewer than
+  3 levels cannot be fitted: the governor is left out there, with that reason).
+* **Probe size** (``step_units``): a probing step is one unit of the job when the dataset's unit
+  is a step (an optimizer step, one inference); where the unit is a whole run — an epoch of an
+  imported trace (the Zeus traces) — 26 epochs of probing would dwarf most jobs, so the whole
+  profile takes one unit, each probing step ``1/26`` of it (the budget of Zeus's JIT profiler:
+  one epoch). ``fit`` reads which from the dataset; a number sets it; live, a step is a step.
 
 :class:`OnlineSession` is the live object (a training callback feeds it one step at a time:
 :class:`dvfslab.harness.online_callback.OnlineDvfsCallback`); in a replay the governor drives it
@@ -33,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.levels import snap_mhz
+from dvfslab.data.knobs import DEFAULT_KNOB
 from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
@@ -79,26 +93,53 @@ class OnlineGovernor(ProbingGovernor):
     command_line = ("the online governor probes levels during training and needs each step's energy, which a plain "
                     "command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to your Trainer's "
                     "callbacks (docs/governors.md), or use --policy mlg, curve or ffg here")
-    saves = ("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels")
+    saves = ("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels", "step_units",
+             "model")
 
     def __init__(self, n_levels: int = 5, coarse_steps: int = 2, fine_levels: int = 3, fine_steps: int = 5,
                  warmup_steps: int = 1, probe_levels: Sequence[float] | None = None,
-                 objective: Objective = LEAST_ENERGY):
+                 step_units: float | None = None, model: str = "auto", objective: Objective = LEAST_ENERGY):
         self.n_levels = n_levels
         self.coarse_steps = coarse_steps
         self.fine_levels = fine_levels
         self.fine_steps = fine_steps
         self.warmup_steps = warmup_steps
         self.probe_levels = probe_levels
+        self.step_units = step_units
+        self.model = model
         self.objective = objective
+
+    def _fit(self, data: TrainingData | None) -> None:
+        """The units of a probing step on ``data`` (module doc: one, or the profile in one unit)."""
+        if self.step_units is not None or data is None:
+            self.step_units_ = None
+            return
+        source = data.steps()
+        whole_runs = not all(source.counts_steps(w) for w in data.sweep.workload_ids())
+        fits = not self.steps_reason(data)  # else it is left out
+        self.step_units_ = 1.0 / self.start({}, data.level_table).profiling_steps if whole_runs and fits else None
+
+    def fits_u_curve(self) -> bool:
+        """Whether the U-curve is fitted (``model``: ``u-curve``; ``auto``: on a clock knob, also live)
+        or the measured means are taken (``measured``; ``auto`` on another knob)."""
+        if self.model not in ("auto", "u-curve", "measured"):
+            raise GovernorError(f"online: model must be auto, u-curve or measured, got {self.model!r}")
+        return self.model == "u-curve" or (self.model == "auto" and getattr(self, "knob_", DEFAULT_KNOB) == DEFAULT_KNOB)
+
+    def units_per_step(self) -> float:
+        """The units of one probing step: ``step_units``, else what ``fit`` found, else one."""
+        if self.step_units is not None:
+            return float(self.step_units)
+        return getattr(self, "step_units_", None) or 1.0
 
     def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> OnlineSession:
         return OnlineSession(self, levels)
 
     def steps_reason(self, data: TrainingData) -> str:
-        if data.steps().recorded:
+        fewest = min((len(data.sweep.curve(w)[0]) for w in data.sweep.workload_ids()), default=0)
+        if fewest >= 3:
             return ""
-        return f"{data.sweep.dataset}/steps.csv is missing (the online governor replays per-step records)"
+        return f"a U-curve needs at least 3 measured levels; a workload here was measured at {fewest}"
 
 
 class OnlineSession(ProbeSession):
@@ -118,6 +159,10 @@ class OnlineSession(ProbeSession):
         if len(self.probe_levels) < 3:
             raise GovernorError(f"online: needs at least 3 probe levels, got {self.probe_levels}")
         self.fine_levels, self.fine_steps, self.warmup_steps = int(g.fine_levels), int(g.fine_steps), int(g.warmup_steps)
+        self.step_units = g.units_per_step()
+        self.fits_u_curve = g.fits_u_curve()
+        if not (self.step_units > 0 and math.isfinite(self.step_units)):
+            raise GovernorError(f"online: step_units must be > 0, got {self.step_units!r}")
         order = self.probe_levels[::-1]  # highest first: the warm-up runs at the fastest level
         self.schedule: list[float] = [order[0]] * self.warmup_steps + order * int(g.coarse_steps)
         self._coarse_end = len(self.schedule)
@@ -138,26 +183,30 @@ class OnlineSession(ProbeSession):
             return self.schedule[len(self.observed)]
         return self.chosen_level
 
+    def next_probe(self) -> tuple[float | None, float]:
+        return self.next_level(), self.step_units if not self.done else 1.0
+
     def observe(self, step: ProbeStep) -> None:
         """Record one step run at ``step.level``; fit at the end of each phase."""
-        from dvfslab.governors.ucurve import fit_u_curve
+        from dvfslab.governors.ucurve import fit_u_curve, measured_curve
 
+        fit = fit_u_curve if self.fits_u_curve else measured_curve
         if self.done:
             return
         t, e = float(step.time_s), float(step.energy_j)
         if not (t > 0 and e > 0 and math.isfinite(t) and math.isfinite(e)):
             raise GovernorError(f"online: a step needs a positive time and energy, got {step.time_s!r} s, "
                                 f"{step.energy_j!r} J")
-        self.observed.append(ProbeStep(float(step.level), t, e))
+        self.observed.append(ProbeStep(float(step.level), t, e, float(step.units)))
         n = len(self.observed)
         if n == self._coarse_end:
-            c = fit_u_curve(self.observed[self.warmup_steps:], self.level_table)
+            c = fit(self.observed[self.warmup_steps:], self.level_table)
             self.coarse_level = (self.objective.select(c["level"], c["energy_rel"], c["time_rel"])
                                  or max(self.probe_levels))
             self.fine_phase = neighbours(self.level_table, self.coarse_level, self.fine_levels)
             self.schedule += self.fine_phase * self.fine_steps
         if n == self.profiling_steps:
-            c = self.curves = fit_u_curve(self.observed[self.warmup_steps:], self.level_table)
+            c = self.curves = fit(self.observed[self.warmup_steps:], self.level_table)
             # trust region: choose among the levels the fine phase measured (when it ran)
             keep = [i for i, f in enumerate(c["level"]) if not self.fine_phase or f in self.fine_phase]
             self.chosen_level = self.objective.select([c["level"][i] for i in keep], [c["energy_rel"][i] for i in keep],

@@ -121,10 +121,11 @@ class ProfiledGovernor(ProbingGovernor):
         return ProfiledSession(self, workload)
 
     def steps_reason(self, data: TrainingData) -> str:
-        if data.steps().covers(data.sweep.workload_ids(), self.profiling_steps):
+        source, ids = data.steps(), data.sweep.workload_ids()
+        if all(source.counts_steps(w) for w in ids) and source.covers(ids, self.profiling_steps):
             return ""
-        return ("the dataset records no steps at the default level (no steps.csv, no steps count in runs.csv), so its "
-                "probe cannot be read")
+        return ("the dataset records no steps at the default level (no steps.csv, no steps count in runs.csv: a run "
+                "is one unit, e.g. an epoch), so its probe of the first steps cannot be read")
 
 
 class ProfiledSession(ProbeSession):

@@ -33,6 +33,8 @@ GOVERNORS: tuple[str, ...] = (
     "dvfslab.governors.curve:CurveGovernor",
     "dvfslab.governors.online:OnlineGovernor",
     "dvfslab.governors.profiled:ProfiledGovernor",
+    "dvfslab.governors.zeus_jit:ZeusJitGovernor",
+    "dvfslab.governors.search:SearchGovernor",
     "dvfslab.governors.static:OracleGovernor",
 )
 

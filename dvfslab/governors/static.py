@@ -29,6 +29,7 @@ class MaxnGovernor(Governor):
     name = "maxn"
     summary = "the baseline: the board's default (MAXN's dynamic clock, or the highest level)"
     needs_training = False
+    recommendable = False
     command_line = ("maxn is the board's default: run the command without dvfslab govern (or `dvfslab clocks "
                     "--restore` first)")
 
@@ -96,6 +97,7 @@ class OracleGovernor(Governor):
     name = "oracle"
     summary = "the least-energy measured level of each workload: the upper bound"
     needs_training = False
+    recommendable = False
     command_line = "the oracle knows only the measured answer of the workloads of a sweep"
 
     def __init__(self, objective: Objective = LEAST_ENERGY):

@@ -1,4 +1,5 @@
-"""The online governor's fit: a U-curve of energy per step from a few probed steps (numpy).
+"""The online governor's fit: a U-curve of energy per step from a few probed steps (numpy); or,
+on a knob that is not a clock, the measured means of the probed levels.
 
 Energy per step is power x time. Time per step follows the classic DVFS model
 ``T(l) = a + b / l`` (a part that does not scale with the level, and one that does), fitted with
@@ -60,3 +61,16 @@ def _fit_time(f: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     k = int(np.argmin(sse))
     c = float(np.exp(log_c[k, 0]))
     return c * float(phi[k, 0]), c * (1.0 - float(phi[k, 0])) * fmax
+
+
+def measured_curve(steps: Sequence[ProbeStep], level_table: Sequence[float]) -> dict[str, np.ndarray]:
+    """The probed levels' measured energy and time per unit (sums over their steps / their
+    units), in the shape of :func:`fit_u_curve`'s answer: for a knob whose time is not
+    ``a + b / l`` (a power limit caps power; it does not set a frequency), nothing is fitted."""
+    arr = np.asarray([(s.level, s.energy_j, s.time_s, s.units) for s in steps], dtype=float)
+    f, e, t, u = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+    grid = np.unique(f)
+    energy = np.array([e[f == x].sum() / u[f == x].sum() for x in grid])
+    time = np.array([t[f == x].sum() / u[f == x].sum() for x in grid])
+    return {"level": grid, "time_s": time, "power_w": energy / time, "energy_j": energy,
+            "energy_rel": energy / energy[-1], "time_rel": time / time[-1]}

@@ -1,0 +1,108 @@
+"""``zeus-jit``: Zeus's just-in-time profiler — the first unit split evenly over every level,
+then the least measured energy for the rest of the job.
+
+Zeus (You, Chung and Chowdhury, NSDI 2023; github.com/ml-energy/zeus, Apache-2.0) profiles the
+power limits inside the job's first epoch. Its trace-driven simulator charges exactly this
+(``zeus/_legacy/simulate.py``, ``_run_job`` with ``profile_power``): the first epoch is split
+evenly into ``len(power_limits)`` slices, one per limit, so it costs ``(1/N) e_1 + ... + (1/N)
+e_N`` (the mean of every limit's epoch energy, and the same for time); every later epoch runs at
+the chosen limit. The choice (``_profile_power_limit``; live, ``GlobalPowerLimitOptimizer`` in
+``zeus/optimizer/power_limit.py`` with the ``Energy`` selector) is the limit with the least
+measured cost, the limits profiled from the highest to the lowest and Python's ``min`` keeping
+the first of equal ones: a tie goes to the **higher** level. Zeus's default cost blends energy
+and time (``ZeusCost``, ``eta_knob``); this governor's objective is dvfslab's: least energy, or
+least energy among the levels whose measured time is within a slowdown limit of the highest
+level's (Zeus's ``MaxSlowdownConstraint`` compares with the highest limit's time likewise).
+
+Here a *unit* is the dataset's (:mod:`dvfslab.analysis.steps`): an epoch in the Zeus traces, so
+``units=1`` is Zeus's rule exactly; an optimizer step in a dvfslab sweep, where one unit split
+over 11 clocks is a very short probe (Zeus's live optimizer spends 10 warm-up + 40 profiled
+iterations per limit: ``units = 50 * len(levels)`` reproduces that). Live, the training callback
+feeds one optimizer step at a time: each level gets at least one whole step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.objective import LEAST_ENERGY, Objective
+
+
+class ZeusJitGovernor(ProbingGovernor):
+    """The first ``units`` units of the job split evenly over every level (highest first), then the
+    least measured energy (ties: the higher level), within the objective's slowdown limit."""
+
+    name = "zeus-jit"
+    summary = "Zeus's JIT profiler: the first unit (epoch) split evenly over every level, then the least measured energy"
+    needs_training = False
+    command_line = ("zeus-jit probes every level during training and needs each step's energy, which a plain command "
+                    "cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
+                    "governor=ZeusJitGovernor()) to your Trainer's callbacks (docs/governors.md)")
+    saves = ("units",)
+
+    def __init__(self, units: float = 1.0, objective: Objective = LEAST_ENERGY):
+        self.units = units
+        self.objective = objective
+
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ZeusJitSession:
+        return ZeusJitSession(self, levels)
+
+
+class ZeusJitSession(ProbeSession):
+    """One job under Zeus's JIT profiler: each level, highest first, runs ``units / L`` units (live:
+    until it has run at least that much, one step at a time), then the choice holds."""
+
+    def __init__(self, governor: ZeusJitGovernor, level_table: Sequence[float]):
+        if not float(governor.units) > 0:
+            raise GovernorError(f"zeus-jit: units must be > 0, got {governor.units!r}")
+        self.objective = governor.objective
+        self.schedule = sorted((float(f) for f in level_table), reverse=True)
+        if not self.schedule:
+            raise GovernorError("zeus-jit: no level to probe")
+        self.share = float(governor.units) / len(self.schedule)
+        self.profiling_steps = len(self.schedule)
+        self.observed: list[ProbeStep] = []
+        self._units = [0.0] * len(self.schedule)
+        self._energy = [0.0] * len(self.schedule)
+        self._time = [0.0] * len(self.schedule)
+        self._at = 0  # the level being profiled
+        self._level: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._at >= len(self.schedule)
+
+    def next_level(self) -> float | None:
+        return self._level if self.done else self.schedule[self._at]
+
+    def next_probe(self) -> tuple[float | None, float]:
+        if self.done:
+            return self._level, 1.0
+        return self.schedule[self._at], self.share - self._units[self._at]
+
+    def observe(self, step: ProbeStep) -> None:
+        if self.done:
+            return
+        self.observed.append(step)
+        i = self._at
+        self._units[i] += float(step.units)
+        self._energy[i] += float(step.energy_j)
+        self._time[i] += float(step.time_s)
+        if self._units[i] >= self.share - 1e-9:
+            self._at += 1
+            if self.done:
+                self._level = self._choose()
+
+    def _choose(self) -> float | None:
+        energy = [e / u for e, u in zip(self._energy, self._units, strict=True)]
+        time = [t / u for t, u in zip(self._time, self._units, strict=True)]
+        top = time[0]  # the highest level, profiled first: the baseline's stand-in
+        ok = [(e, -f) for f, e, t in zip(self.schedule, energy, time, strict=True) if t / top <= self.objective.limit]
+        return -min(ok)[1] if ok else None
+
+    @property
+    def level(self) -> float | None:
+        return self._level
