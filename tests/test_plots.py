@@ -95,9 +95,24 @@ def test_model_selection_figure_without_any_cv():
     no_predictions = pd.DataFrame(columns=["model", "family", "scheme", "held_out", "workload_id", "true_idx",
                                            "pred_idx", "pred_level", "regret_pct"])
     summary = S.summarize_cv(S.fold_metrics(no_predictions), ["tree(depth=2,leaf=1,gini)", "knn"])
-    fig = P.cv_comparison(S.comparison(summary, "tree(depth=2,leaf=1,gini)"), True)
-    assert "fewer than two training workloads" in fig.axes[0].texts[0].get_text()
+    why = "no cross-validation: one training workload (m/t): nothing to generalize from"
+    fig = P.cv_comparison(S.comparison(summary, "tree(depth=2,leaf=1,gini)"), True, note=why)
+    assert fig.axes[0].texts[0].get_text().replace("\n", " ") == why  # wrapped to the figure
     assert "SIMULATED" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_feature_and_governor_cv_figures_with_nothing_to_draw():
+    import pandas as pd
+
+    why = "no feature to show: no feature varies over the 3 training workloads (n_layers is 12 in every training workload)"
+    empty = pd.DataFrame(columns=["workload_id", "model_type", "opt_level", "feature", "value"])
+    fig = P.feature_relations(empty, False, note=why)
+    assert fig.axes[0].texts[0].get_text().replace("\n", " ") == why
+    plt.close(fig)
+    no_cv = pd.DataFrame(columns=["policy", "scheme", "mean_regret_pct", "mean_saving_pct"])
+    fig = P.governor_cv(no_cv, True)  # one training workload: nothing held out (notebook 05)
+    assert fig.axes[0].texts[0].get_text() == "no cross-validation: fewer than two training workloads"
     plt.close(fig)
 
 

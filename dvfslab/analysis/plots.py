@@ -11,6 +11,7 @@ in MHz) and label that axis, and the title, from it: a power-limit sweep reads "
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -142,9 +143,20 @@ def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None =
     return _finish(fig, f"Energy-optimal {knob.label}", simulated)
 
 
-def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
-    """Optimal level vs each feature (long form: feature, value, opt_level, model_type)."""
+def _note(text: str, heading: str, simulated: bool) -> Figure:
+    """A figure that only says why there is nothing to draw (wrapped to its width)."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.text(0.5, 0.5, textwrap.fill(text, 80), ha="center", va="center", fontsize=8)
+    ax.axis("off")
+    return _finish(fig, heading, simulated)
+
+
+def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None, note: str = "") -> Figure:
+    """Optimal level vs each feature (long form: feature, value, opt_level, model_type); with
+    no feature at all, a figure saying ``note``."""
     sns.set_theme(style="whitegrid", context="paper")
+    if long.empty:
+        return _note(note or "no feature to show", "What the optimal level depends on", simulated)
     long = long.assign(model_type=long["model_type"].fillna("unknown"))  # seaborn drops a NaN hue
     g = sns.relplot(data=long, x="value", y="opt_level", col="feature", hue="model_type", col_wrap=3,
                     height=2.4, aspect=1.1, facet_kws={"sharex": False}, s=25)
@@ -153,17 +165,15 @@ def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = N
     return _finish_grid(g, "What the optimal level depends on", simulated)
 
 
-def cv_comparison(long: pd.DataFrame, simulated: bool) -> Figure:
+def cv_comparison(long: pd.DataFrame, simulated: bool, note: str = "") -> Figure:
     """Bars per model: accuracy, within-one accuracy and regret, LOOCV vs leave-one-model-out.
 
-    ``long``: model, scheme, metric, value (see :func:`dvfslab.evaluation.selection.comparison`).
+    ``long``: model, scheme, metric, value (see :func:`dvfslab.evaluation.selection.comparison`);
+    empty (no cross-validation), a figure saying ``note``.
     """
     sns.set_theme(style="whitegrid", context="paper")
     if long.empty:
-        fig, ax = plt.subplots(figsize=(6, 2))
-        ax.text(0.5, 0.5, "no cross-validation: fewer than two training workloads", ha="center", va="center")
-        ax.axis("off")
-        return _finish(fig, "Model selection", simulated)
+        return _note(note or "no cross-validation", "Model selection", simulated)
     g = sns.catplot(data=long, x="value", y="model", hue="scheme", col="metric", kind="bar", orient="h",
                     height=2.8, aspect=1.0, sharex=False, errorbar=None)
     for metric, ax in g.axes_dict.items():
@@ -264,12 +274,16 @@ def pareto(points: pd.DataFrame, simulated: bool, text: str = "Energy vs time, m
     return _finish(fig, text, simulated)
 
 
-def governor_cv(summary: pd.DataFrame, simulated: bool) -> Figure:
+def governor_cv(summary: pd.DataFrame, simulated: bool,
+                note: str = "no cross-validation: fewer than two training workloads") -> Figure:
     """Mean regret and mean saving per policy, one bar group per CV scheme.
 
-    ``summary``: :func:`dvfslab.evaluation.replay.summarize` with ``by=["scheme"]``.
+    ``summary``: :func:`dvfslab.evaluation.replay.summarize` with ``by=["scheme"]``; empty (no
+    fold could be held out), a figure saying ``note``.
     """
     sns.set_theme(style="whitegrid", context="paper")
+    if summary.empty:
+        return _note(note, "Governors under cross-validation (training workloads)", simulated)
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
     for ax, col in zip(axes, ("mean_regret_pct", "mean_saving_pct"), strict=True):
         sns.barplot(data=summary, x="policy", y=col, hue="scheme", ax=ax)
