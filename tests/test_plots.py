@@ -158,3 +158,34 @@ def test_heatmap_by_batch_size_when_a_model_task_has_several_workloads():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["net / data"]
     assert sorted(t.get_text() for t in ax.texts) == ["125", "200"]  # median(100, 150) = 125
     plt.close(fig)
+
+
+def test_pareto_labels_do_not_overlap_and_point_at_their_points():
+    import pandas as pd
+
+    # the bundled run's points (notebook 05): six governors within 0.01 of each other under the
+    # limit, four within 0.1 without it, and three drawn on one spot
+    rows = [("maxn", "none", 1.0, 1.0), ("ffg", "none", 0.7663, 1.9203), ("mlg-paper", "none", 0.7768, 1.7569),
+            ("mlg", "none", 0.7652, 1.9882), ("curve", "none", 0.7662, 1.9578), ("online", "none", 0.7768, 2.0187),
+            ("oracle", "none", 0.7634, 2.0332), ("maxn", "<= 50 %", 1.0, 1.0), ("ffg", "<= 50 %", 0.8272, 1.3993),
+            ("mlg-paper", "<= 50 %", 0.8266, 1.4004), ("mlg", "<= 50 %", 0.8266, 1.4004),
+            ("curve", "<= 50 %", 0.8266, 1.4004), ("online", "<= 50 %", 0.8349, 1.4036),
+            ("oracle", "<= 50 %", 0.8285, 1.3885)]
+    points = pd.DataFrame(rows, columns=["policy", "limit", "energy_rel", "time_rel"]).assign(pareto=False)
+    fig = P.pareto(points, True)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if t.get_text()]
+    texts = sorted(t.get_text() for t in labels)
+    # every policy labelled; maxn's two points and the three on one spot share a label
+    assert texts == sorted(["maxn", "ffg", "mlg-paper", "mlg", "curve", "online", "oracle", "ffg",
+                            "mlg-paper, mlg, curve", "online", "oracle"])
+    from matplotlib.text import Text
+
+    boxes = [Text.get_window_extent(t) for t in labels]  # the text's box (an Annotation's adds its leader)
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (labels[i].get_text(), labels[j].get_text())
+    spots = {(round(r.time_rel, 4), round(r.energy_rel, 4)) for r in points.itertuples()}
+    assert {(round(t.xy[0], 4), round(t.xy[1], 4)) for t in labels} <= spots  # anchored on a point
+    plt.close(fig)
