@@ -379,3 +379,20 @@ def test_the_last_line_names_every_output_folder(tmp_path, monkeypatch, capsys):
     assert cli.main(["pipeline", "--no-html", "--out", str(out)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"pipeline output (SIMULATED data): {out}  (summary.json, figures/, models/, tables/, executed notebooks)")
+
+
+def test_the_last_lines_say_in_sample_nothing_to_learn_and_where_the_headline_comes_from():
+    from dvfslab.pipeline.summary import caveat_lines
+
+    assert caveat_lines({}) == []
+    held_out = {"features": {"in_sample": False, "train_split": "characterization", "eval_split": "evaluation",
+                             "n_train_workloads": 27, "cannot_learn": None},
+                "evaluation": {"headline": "evaluation split"}}
+    assert caveat_lines(held_out) == ["headline figures come from: evaluation split"]
+    in_sample = {"features": {"in_sample": True, "train_split": "characterization", "eval_split": "characterization",
+                              "n_train_workloads": 27, "cannot_learn": None},
+                 "evaluation": {"in_sample": True, "headline": "leave-one-model-out CV"}}
+    assert caveat_lines(in_sample) == [
+        "IN-SAMPLE: the learned governors were trained and evaluated on the same 27 characterization workloads "
+        "(the dataset has no evaluation split): their figures on them are optimistic",
+        "headline figures come from: leave-one-model-out CV"]

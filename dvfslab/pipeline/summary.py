@@ -70,7 +70,7 @@ def caveat_lines(summary: Mapping[str, Any]) -> list[str]:
     if features.get("cannot_learn"):
         lines.append(f"NOTHING TO LEARN: {features['cannot_learn']} — the learned governors fall back to FFG")
     if evaluation.get("headline"):
-        lines.append(f"headline figures: {evaluation['headline']}")
+        lines.append(f"headline figures come from: {evaluation['headline']}")
     return lines
 
 
