@@ -3,7 +3,8 @@
 ``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
 other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``; each kernel is
 started, and imports what the notebooks import, while the notebook before it runs
-(:class:`dvfslab.pipeline.kernels.KernelPool`). The notebooks chain through files in
+(:class:`dvfslab.pipeline.kernels.KernelPool`), and each notebook's HTML is rendered while the
+next one runs. ``summary.json`` → ``pipeline.seconds`` holds each notebook's execution time. The notebooks chain through files in
 ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
 ``summary.json``). The notebooks save their figures with
 :func:`dvfslab.pipeline.figures.save_figure`. The output folder then holds:
@@ -30,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -167,7 +169,9 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
     bars = Progress(stream or sys.stderr, len(notebooks)) if progress else None
     started, timings = time.perf_counter(), {}
-    with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels:
+    rendered = []  # each notebook's HTML is rendered while the next one runs
+    with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvfslab-html") as renders:
         for i, name in enumerate(notebooks, 1):
             t0 = time.perf_counter()
             km = kernels.take()
@@ -179,11 +183,13 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                 raise
             finally:
                 kernels.stop(km)
-            if html:
-                render_html(executed)
             timings[name] = round(time.perf_counter() - t0, 2)
+            if html:
+                rendered.append(renders.submit(render_html, executed))
             if bars:
                 bars.done(i, name, _cells(executed), timings[name])
+        for job in rendered:
+            job.result()  # an error in a rendering stops the run here
     missing = missing_figures(out, notebooks)
     if missing:
         raise PipelineError(f"{out}/figures: the notebooks did not write {', '.join(m + '.png' for m in missing)}")
