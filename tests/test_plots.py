@@ -189,3 +189,9 @@ def test_pareto_labels_do_not_overlap_and_point_at_their_points():
     spots = {(round(r.time_rel, 4), round(r.energy_rel, 4)) for r in points.itertuples()}
     assert {(round(t.xy[0], 4), round(t.xy[1], 4)) for t in labels} <= spots  # anchored on a point
     plt.close(fig)
+    # a governor with no figure (the online one on a one-workload sweep: NaN) is not drawn nor labelled
+    nan = pd.DataFrame([("maxn", 1.0, 1.0), ("online", float("nan"), float("nan"))],
+                       columns=["policy", "energy_rel", "time_rel"]).assign(pareto=[True, False])
+    fig = P.pareto(nan, True)
+    assert [t.get_text() for t in fig.axes[0].texts if t.get_text()] == ["maxn"]
+    plt.close(fig)

@@ -281,7 +281,8 @@ def label_points(ax: Any, x: Sequence[float], y: Sequence[float], labels: Sequen
     """Label data points without overlaps: each label starts just up-right of its point; labels
     whose boxes overlap each other or a marker (a square of half-side ``marker_pt``) are pushed
     apart vertically (``rounds`` times at most); a label that ends away from its point gets a
-    thin leader line. Points on one spot (the same pixel) share one label. Call it after the
+    thin leader line. Points on one spot (the same pixel) share one label; a point with a NaN
+    coordinate (not drawn) gets none. Call it after the
     figure's layout is final (positions are in screen pixels, kept as offsets in points)."""
     fig = ax.figure
     px_per_pt = fig.dpi / 72
@@ -289,6 +290,8 @@ def label_points(ax: Any, x: Sequence[float], y: Sequence[float], labels: Sequen
     anchors = ax.transData.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)]))
     places: dict[tuple[float, float], tuple[np.ndarray, list[str]]] = {}  # one spot, one label
     for label, anchor in zip(labels, anchors, strict=True):
+        if not np.isfinite(anchor).all():  # a point not drawn (no figure for it) gets no label
+            continue
         names = places.setdefault((round(anchor[0]), round(anchor[1])), (anchor, []))[1]
         if label not in names:
             names.append(label)
