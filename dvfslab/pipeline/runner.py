@@ -172,6 +172,8 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     rendered = []  # each notebook's HTML is rendered while the next one runs
     with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvfslab-html") as renders:
+        import papermill  # noqa: F401  (1-2 s of imports: here, while the first kernel starts)
+
         for i, name in enumerate(notebooks, 1):
             t0 = time.perf_counter()
             km = kernels.take()
