@@ -64,9 +64,10 @@ def caveat_lines(summary: Mapping[str, Any]) -> list[str]:
     features, evaluation = summary.get("features") or {}, summary.get("evaluation") or {}
     lines = []
     if features.get("in_sample"):
-        lines.append(f"IN-SAMPLE: the learned governors were trained and evaluated on the same "
-                     f"{features.get('n_train_workloads', '?')} {features.get('train_split', '')} workloads (the "
-                     "dataset has no evaluation split): their figures on them are optimistic")
+        n = features.get("n_train_workloads")
+        lines.append(f"IN-SAMPLE: the learned governors were trained and evaluated on the same {n} "
+                     f"{features.get('train_split', '')} workload{'' if n == 1 else 's'} (the dataset has no "
+                     "evaluation split): their figures on them are optimistic")
     if features.get("cannot_learn"):
         lines.append(f"NOTHING TO LEARN: {features['cannot_learn']} — the learned governors fall back to FFG")
     if evaluation.get("headline"):
