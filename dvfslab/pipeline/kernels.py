@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
+from traitlets import List
 
 #: modules the notebooks' setup cells import (the slow ones), loaded while the notebook before runs
 PRELOAD: tuple[str, ...] = ("pandas", "matplotlib.pyplot", "seaborn", "sklearn.pipeline", "sklearn.tree",
@@ -35,14 +36,14 @@ _PRELOAD_CODE = ("import importlib as _importlib\n"
 
 
 class _Manager(AsyncKernelManager):
-    """A kernel manager that remembers the client papermill makes, to close it afterwards
-    (papermill leaves the client of a kernel it did not start open)."""
+    """A kernel manager that remembers the clients made of it, to close them when the kernel
+    stops (papermill leaves open the client of a kernel it did not start)."""
 
-    clients: list
+    clients = List()
 
     def client(self, **kwargs):
         client = super().client(**kwargs)
-        self.clients = [*getattr(self, "clients", []), client]
+        self.clients.append(client)
         return client
 
 
@@ -73,7 +74,7 @@ class KernelPool:
                 self.stop(km)
         self._ready.clear()
 
-    def take(self) -> AsyncKernelManager:
+    def take(self) -> _Manager:
         """The next kernel, started; the one after it starts now (in the background)."""
         if self._thread is None:
             raise RuntimeError("KernelPool: no kernel left (or the pool is not entered)")
@@ -85,10 +86,11 @@ class KernelPool:
         self._start_next()
         return km
 
-    def stop(self, km: AsyncKernelManager) -> None:
-        """Close papermill's client of ``km`` and stop its kernel at once."""
-        for client in getattr(km, "clients", []):
+    def stop(self, km: _Manager) -> None:
+        """Close the clients of ``km`` (papermill's) and stop its kernel at once."""
+        for client in km.clients:
             client.stop_channels()
+        km.clients.clear()
         if km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
 
@@ -121,4 +123,4 @@ class KernelPool:
                                              store_history=False, timeout=120, output_hook=lambda msg: None)
         finally:
             client.stop_channels()
-            km.clients = []  # the preload's client is closed; papermill's comes next
+            km.clients.remove(client)  # closed; papermill's comes next

@@ -4,8 +4,8 @@
 other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``; each kernel is
 started, and imports what the notebooks import, while the notebook before it runs
 (:class:`dvfslab.pipeline.kernels.KernelPool`), and each notebook's HTML is rendered while the
-next one runs. ``summary.json`` → ``pipeline.seconds`` holds each notebook's execution time. The notebooks chain through files in
-``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
+next one runs (``summary.json`` → ``pipeline.seconds``: each notebook's execution). The
+notebooks chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
 ``summary.json``). The notebooks save their figures with
 :func:`dvfslab.pipeline.figures.save_figure`. The output folder then holds:
 
@@ -110,20 +110,18 @@ class Progress:
             self.stream.flush()
 
 
-def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: dict | bool = False,
-            km: Any = None) -> Path:
-    """Execute one notebook with papermill into ``out_dir`` (in kernel ``km``, a fresh one when
-    None); PipelineError names the cell."""
+def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: dict | bool, km: Any) -> Path:
+    """Execute one notebook with papermill into ``out_dir``, in the started kernel ``km`` (a
+    jupyter_client kernel manager from :class:`~dvfslab.pipeline.kernels.KernelPool`);
+    PipelineError names the cell."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     src = notebook_dir() / f"{name}.ipynb"
     dst = out_dir / f"{name}.ipynb"
-    kernel = {"km": km} if km is not None else {"shutdown_kernel": "immediate"}
     try:
         papermill.execute_notebook(str(src), str(dst), parameters=dict(parameters), kernel_name=KERNEL,
-                                   progress_bar=progress, log_output=False, cwd=str(out_dir),
-                                   extra_arguments=list(KERNEL_ARGUMENTS), **kernel)
+                                   progress_bar=progress, log_output=False, cwd=str(out_dir), km=km)
     except PapermillExecutionError as err:
         raise PipelineError(f"notebook {name}.ipynb failed in cell {err.cell_index + 1} (execution count "
                             f"{err.exec_count}): {err.ename}: {err.evalue.strip().splitlines()[0] if err.evalue else ''}"
