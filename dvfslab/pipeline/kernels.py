@@ -3,7 +3,7 @@ what the notebooks import.
 
 Most of a pipeline run on a small dataset is start-up, not work: per notebook about 1 s to start
 and stop a kernel and 1-2 s for the imports of its setup cell (pandas, matplotlib's inline
-backend, seaborn, scikit-learn), five times (docs/method.md, *Run time*). :class:`KernelPool`
+backend, seaborn, scikit-learn), five times (docs/method.md, *Performance*). :class:`KernelPool`
 hands papermill a kernel that is already up (its ``km``), started and preloaded in a thread
 while the notebook before it ran, and stops each one at once when its notebook is done.
 
