@@ -444,11 +444,12 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
 
 def test_curve_without_any_feature_is_the_mean_training_curve(tmp_path):
     """When no training workload has any feature (e.g. a held-out fold of networks whose size is
-    unknown), the curve model is the training workloads' mean log curve, the same for every
-    workload. Hand-written sweep (analysis_fixtures.TINY_RUNS), energies / MAXN:
-    sst2 105/122, 92/122, 98/122 and mrpc 48/80, 50/80, 54/80 at 510, 612, 714 MHz; the
-    geometric means are sqrt(105/122 * 48/80) = 0.71859, sqrt(92/122 * 50/80) = 0.68652,
-    sqrt(98/122 * 54/80) = 0.73636, so the least is 612 MHz."""
+    unknown), nothing can be learned: the curve model is the training workloads' mean curve
+    (the mean of E / E_baseline per level, FFG's rule), the same for every workload. Hand-written
+    sweep (analysis_fixtures.TINY_RUNS), energies / MAXN: sst2 105/122, 92/122, 98/122 and mrpc
+    48/80, 50/80, 54/80 at 510, 612, 714 MHz; the means are (0.86066 + 0.6) / 2 = 0.73033,
+    (0.75410 + 0.625) / 2 = 0.68955, (0.80328 + 0.675) / 2 = 0.73914, so the least is 612 MHz,
+    FFG's level."""
     from analysis_fixtures import make_tiny_dataset
 
     sweep = F.sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path / "ds")))
@@ -458,5 +459,22 @@ def test_curve_without_any_feature_is_the_mean_training_curve(tmp_path):
     loaded = load_governor(tmp_path / "curve.json")
     curves = loaded.predict_curves({"workload_id": "big-dec/qnli"})
     assert curves["level"] == [510.0, 612.0, 714.0] and loaded.curve_["features"] == []
-    assert curves["energy_rel"] == pytest.approx([0.71859, 0.68652, 0.73636], abs=5e-5)
+    assert curves["energy_rel"] == pytest.approx([0.73033, 0.68955, 0.73914], abs=5e-5)
     assert loaded.decide({"workload_id": "anything"}).level == 612.0
+    assert loaded.curve_["info"]["fallback"] == "ffg"
+    assert loaded.curve_["info"]["cannot_learn"].startswith("no feature varies over the 2 training workloads "
+                                                            "(is_decoder is not in the feature table; ")
+
+
+def test_curve_on_one_training_workload_is_its_curve(tmp_path):
+    """One training workload (tiny-enc/sst2): nothing to generalize from; the model is its curve,
+    105/122, 92/122, 98/122 = 0.86066, 0.75410, 0.80328 at 510, 612, 714 MHz, least at 612."""
+    from analysis_fixtures import make_tiny_dataset
+
+    sweep = F.sweep_from_dataset(load_dataset(make_tiny_dataset(tmp_path / "ds")))
+    table = F.feature_table(sweep)
+    gov = G.CurveGovernor().fit(TrainingData(sweep, table, ["tiny-enc/sst2"]))
+    curves = gov.predict_curves(table.set_index("workload_id").loc["big-dec/qnli"].to_dict())
+    assert curves["energy_rel"] == pytest.approx([0.86066, 0.75410, 0.80328], abs=5e-5)
+    assert gov.decide({}).level == 612.0 and gov.curve_["features"] == []
+    assert gov.curve_["info"]["cannot_learn"] == "one training workload (tiny-enc/sst2): nothing to generalize from"

@@ -168,8 +168,10 @@ def test_usable_features_drop_empty_columns_and_keep_partial_ones(tmp_path):
     used, dropped = FT.usable_features(table)
     assert "hidden_size" not in used and "no value" in dropped["hidden_size"]
     assert "avg_seq_len" in used and table["avg_seq_len"].isna().any()
-    with pytest.raises(F.SweepError, match="no usable feature"):
-        FT.usable_features(table, ["hidden_size", "not_a_column"])
+    # no usable feature is not an error: cannot_learn says what that means
+    assert FT.usable_features(table, ["hidden_size", "not_a_column"]) == (
+        [], {"hidden_size": "hidden_size has no value in any training workload",
+             "not_a_column": "not_a_column is not in the feature table"})
 
 
 def test_sweep_round_trips_through_files_exactly(ds, tmp_path):
@@ -219,12 +221,49 @@ def test_public_face_names_the_defining_modules():
 
 
 def test_a_feature_with_one_value_in_training_is_dropped():
-    # batch size fixed at 32 (as in a clock sweep), layers 2 / 12 / unknown: only n_layers can separate
-    train = pd.DataFrame({"batch_size": [32.0, 32.0, np.nan], "n_layers": [2.0, 12.0, np.nan]})
+    # batch size fixed at 32 (as in a clock sweep), layers 2 / 12 / 12: only n_layers can separate
+    train = pd.DataFrame({"batch_size": [32.0, 32.0, 32.0], "n_layers": [2.0, 12.0, 12.0]})
     used, dropped = FT.usable_features(train, ["batch_size", "n_layers"])
     assert used == ["n_layers"]
-    assert dropped == {"batch_size": "the same value (32) in every training workload"}
+    assert dropped == {"batch_size": "batch_size is 32 in every training workload"}
+    # one value where there is one (the third is unknown): still constant, and said so
+    train.loc[2, "batch_size"] = np.nan
+    assert FT.usable_features(train, ["batch_size"])[1] == {
+        "batch_size": "batch_size is 32 in every training workload that has one"}
     assert "batch_size" in FT.EXTRA_FEATURES  # in the table, used where it varies (a Zeus power-limit trace)
+
+
+def _train(sweep: F.Sweep, ids: list[str]) -> pd.DataFrame:
+    table = FT.feature_table(sweep)
+    return table[table["workload_id"].isin(ids)]
+
+
+def test_cannot_learn_from_one_workload_or_one_level(tiny, tmp_path):
+    assert FT.cannot_learn(tiny, _train(tiny, ["tiny-enc/sst2"])) == \
+        "one training workload (tiny-enc/sst2): nothing to generalize from"
+    # bert-tiny and bert-small on sst2 and qnli, all measured at 612 MHz only
+    one = F.sweep_from_dataset(load_dataset(make_dataset(tmp_path / "one", freqs_mhz=[612.0],
+                                                         models=["bert-tiny", "bert-small"], tasks=["sst2", "qnli"])))
+    assert FT.cannot_learn(one, _train(one, one.workload_ids())) == "one GPU level was measured (612 MHz)"
+    assert FT.cannot_learn(tiny, _train(tiny, tiny.workload_ids())) == ""  # optima 612, 714, 510; features vary
+
+
+def test_cannot_learn_says_what_is_constant(tiny, tmp_path):
+    # tiny-enc on sst2 and mrpc: 2 layers, hidden 128 in both (optima 612 and 510 MHz differ)
+    train = _train(tiny, ["tiny-enc/sst2", "tiny-enc/mrpc"])
+    assert FT.cannot_learn(tiny, train, ["n_layers", "hidden_size"]) == (
+        "no feature varies over the 2 training workloads (n_layers is 2 in every training workload; "
+        "hidden_size is 128 in every training workload)")
+    assert FT.cannot_learn(tiny, train, ["n_layers", "avg_seq_len"]) == ""  # 13.3 vs 53.2 tokens
+    # bert-tiny (2 layers) and bert-small (4 layers) on sst2 (13.3 tokens): the fixture puts both
+    # optima at position 0.3 of the Orin table, level 3 = 612 MHz; the layers still vary
+    same = F.sweep_from_dataset(load_dataset(make_dataset(tmp_path / "same", models=["bert-tiny", "bert-small"],
+                                                          tasks=["sst2"])))
+    assert FT.cannot_learn(same, _train(same, same.workload_ids())) == \
+        "every training workload has its least energy at 612 MHz"
+    assert FT.cannot_learn(same, _train(same, same.workload_ids()), ["batch_size"]) == (
+        "every training workload has its least energy at 612 MHz; no feature varies over the 2 training "
+        "workloads (batch_size is 16 in every training workload)")
 
 
 def test_a_power_limit_sweep_keeps_its_knob_through_files(tmp_path):

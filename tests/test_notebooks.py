@@ -8,6 +8,7 @@ summary.json to floating-point rounding.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -255,3 +256,144 @@ def test_a_summary_written_by_an_older_dvfslab_says_how_to_regenerate(tmp_path):
     assert "\n" not in str(err.value)
     (tmp_path / "summary.json").write_text(json.dumps({"evaluation": {"ffg_level": 612.0}}))
     assert read_summary(tmp_path) == {"evaluation": {"ffg_level": 612.0}}
+
+
+# --------------------------------------------------------------------------------------------
+# Datasets with nothing to learn, in-sample runs, progress and the last line (issue 25)
+# --------------------------------------------------------------------------------------------
+
+
+def _uniform_dataset(root: Path) -> Path:
+    """analysis_fixtures.TINY_RUNS with every feature the same (2 layers, hidden 128, 4.4 M
+    parameters, encoder, 40 tokens, batch 16, 30 % GPU utilization) and one split.
+
+    FFG by hand over the levels all three were measured at (612, 714 MHz), mean E / E_MAXN:
+    612 -> (92/122 + 200/250 + 50/80) / 3 = (0.75410 + 0.8 + 0.625) / 3 = 0.72637,
+    714 -> (98/122 + 175/250 + 54/80) / 3 = (0.80328 + 0.7 + 0.675) / 3 = 0.72609: 714 MHz.
+    """
+    from analysis_fixtures import tiny_frames
+
+    from dvfslab.data.contract import write_dataset
+
+    meta, wl, runs = tiny_frames()
+    wl = wl.assign(model_type="encoder", params_m=4.4, n_layers=2, hidden_size=128, avg_seq_len=40.0)
+    runs = runs.assign(gpu_util_pct=30.0)
+    write_dataset(root, meta, wl, runs)
+    return root
+
+
+UNIFORM_WHY = ("no feature varies over the 3 training workloads (is_decoder is 0 in every training workload; "
+               "gpu_util_pct is 30 in every training workload; n_layers is 2 in every training workload; "
+               "hidden_size is 128 in every training workload; avg_seq_len is 40 in every training workload; "
+               "params_m is 4.4 in every training workload; batch_size is 16 in every training workload)")
+
+
+@pytest.mark.slow
+def test_nothing_to_learn_and_in_sample_are_said_and_notebooks_01_to_03_run(tmp_path):
+    logged: list[str] = []
+    out = PL.run_pipeline(_uniform_dataset(tmp_path / "uniform"), tmp_path / "run", quick=True, html=False,
+                          progress=False, notebooks=PL.NOTEBOOKS[:3], log=logged.append)
+    summary = json.loads((out / "summary.json").read_text())
+    feat = summary["features"]
+    assert feat["in_sample"] is True and feat["train_split"] == feat["eval_split"] == "characterization"
+    assert feat["used"] == [] and feat["dropped"]["batch_size"] == "batch_size is 16 in every training workload"
+    assert feat["cannot_learn"] == UNIFORM_WHY
+    assert summary["model_selection"]["cannot_learn"] == UNIFORM_WHY
+    assert summary["model_selection"]["loocv_accuracy"] is None  # nothing was cross-validated
+    tree = load_governor(out / "models" / "mlg.json", policy="mlg").tree_
+    assert tree["nodes"] == [{"level": 714.0, "n": 3}] and tree["info"]["fallback"] == "ffg"
+    assert logged[-2:] == [
+        "IN-SAMPLE: the learned governors were trained and evaluated on the same 3 characterization workloads "
+        "(the dataset has no evaluation split): their figures on them are optimistic",
+        f"NOTHING TO LEARN: {UNIFORM_WHY} — the learned governors fall back to FFG"]
+    book = (out / "02_feature_engineering.ipynb").read_text()
+    assert "IN-SAMPLE." in book and f"Nothing to learn: {UNIFORM_WHY}" in book
+
+
+@pytest.mark.slow
+def test_a_one_workload_sim_sweep_runs_end_to_end(tmp_path, capsys):
+    """The issue's reproduction: one workload swept at one level (612 MHz) on the twin."""
+    data, out = tmp_path / "D", tmp_path / "run"
+    assert cli.main(["sweep", "--backend", "sim", "--workloads", "bert-small/sst2", "--freqs", "612", "--reps", "1",
+                     "--steps", "10", "--out", str(data), "--no-progress"]) == 0
+    assert cli.main(["pipeline", "--data", str(data), "--quick", "--no-html", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert ("NOTHING TO LEARN: one training workload (bert-small/sst2): nothing to generalize from — the learned "
+            "governors fall back to FFG") in printed
+    assert ("IN-SAMPLE: the learned governors were trained and evaluated on the same 1 characterization workload "
+            "(the dataset has no evaluation split): their figures on them are optimistic") in printed
+    assert load_governor(out / "models" / "mlg.json", policy="mlg").tree_["nodes"] == [{"level": 612.0, "n": 1}]
+    for fig in (*EXPECTED_FIGURES, "governor_cv", "pareto_energy_time"):
+        assert (out / "figures" / f"{fig}.png").exists(), fig
+
+
+class FakeStream(io.StringIO):
+    """A stream that is a terminal or not."""
+
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def _three_cell_books(tmp_path: Path, monkeypatch, names: tuple[str, ...]) -> None:
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    for name in names:
+        book = nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell('DATA_DIR = ""\nOUTPUT_DIR = ""\nSEED = 0\nQUICK = False',
+                                      metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_markdown_cell("a note"), nbformat.v4.new_code_cell("x = 1")])
+        book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(book, nbdir / f"{name}.ipynb")
+    monkeypatch.setattr(PL, "notebook_dir", lambda: nbdir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tty", [False, True])
+def test_progress_is_one_line_or_one_bar_per_notebook(tmp_path, monkeypatch, tty):
+    names = ("nb_a", "nb_b")
+    _three_cell_books(tmp_path, monkeypatch, names)
+    stream = FakeStream(tty)
+    PL.run_pipeline(REPO / "tests" / "data" / "example", tmp_path / "run", notebooks=names, html=False,
+                    log=lambda s: None, stream=stream)
+    text = stream.getvalue()
+    assert text.endswith("\n")
+    lines = text[:-1].split("\n")
+    assert len(lines) == 2  # one per notebook, nothing else
+    for i, (name, line) in enumerate(zip(names, lines, strict=True), 1):
+        # 4 cells: the notebook's 3 and the parameters cell papermill injects
+        if tty:  # the bar redrawn in place (\r), left complete
+            assert re.fullmatch(rf"\[{i}/2\] {name}: 100%\|[^|]+\| 4/4 cells \[\d\d:\d\d\]", line.split("\r")[-1])
+        else:
+            assert "\r" not in line and re.fullmatch(rf"\[{i}/2\] {name}: 4 cells in \d+\.\d s", line)
+
+
+def test_the_last_line_names_every_output_folder(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    for sub in ("figures", "tables", "models"):
+        (out / sub).mkdir(parents=True)
+    (out / "summary.json").write_text(json.dumps({"source": "simulated"}))
+    monkeypatch.setattr(PL, "run_pipeline", lambda *a, **k: out)
+    assert cli.main(["pipeline", "--no-html", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"pipeline output (SIMULATED data): {out}  (summary.json, figures/, models/, tables/, executed notebooks)")
+
+
+def test_the_last_lines_say_in_sample_nothing_to_learn_and_where_the_headline_comes_from():
+    from dvfslab.pipeline.summary import caveat_lines
+
+    assert caveat_lines({}) == []
+    held_out = {"features": {"in_sample": False, "train_split": "characterization", "eval_split": "evaluation",
+                             "n_train_workloads": 27, "cannot_learn": None},
+                "evaluation": {"headline": "evaluation split"}}
+    assert caveat_lines(held_out) == ["headline figures come from: evaluation split"]
+    in_sample = {"features": {"in_sample": True, "train_split": "characterization", "eval_split": "characterization",
+                              "n_train_workloads": 27, "cannot_learn": None},
+                 "evaluation": {"in_sample": True, "headline": "leave-one-model-out CV"}}
+    assert caveat_lines(in_sample) == [
+        "IN-SAMPLE: the learned governors were trained and evaluated on the same 27 characterization workloads "
+        "(the dataset has no evaluation split): their figures on them are optimistic",
+        "headline figures come from: leave-one-model-out CV"]

@@ -95,9 +95,24 @@ def test_model_selection_figure_without_any_cv():
     no_predictions = pd.DataFrame(columns=["model", "family", "scheme", "held_out", "workload_id", "true_idx",
                                            "pred_idx", "pred_level", "regret_pct"])
     summary = S.summarize_cv(S.fold_metrics(no_predictions), ["tree(depth=2,leaf=1,gini)", "knn"])
-    fig = P.cv_comparison(S.comparison(summary, "tree(depth=2,leaf=1,gini)"), True)
-    assert "fewer than two training workloads" in fig.axes[0].texts[0].get_text()
+    why = "no cross-validation: one training workload (m/t): nothing to generalize from"
+    fig = P.cv_comparison(S.comparison(summary, "tree(depth=2,leaf=1,gini)"), True, note=why)
+    assert fig.axes[0].texts[0].get_text().replace("\n", " ") == why  # wrapped to the figure
     assert "SIMULATED" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_feature_and_governor_cv_figures_with_nothing_to_draw():
+    import pandas as pd
+
+    why = "no feature to show: no feature varies over the 3 training workloads (n_layers is 12 in every training workload)"
+    empty = pd.DataFrame(columns=["workload_id", "model_type", "opt_level", "feature", "value"])
+    fig = P.feature_relations(empty, False, note=why)
+    assert fig.axes[0].texts[0].get_text().replace("\n", " ") == why
+    plt.close(fig)
+    no_cv = pd.DataFrame(columns=["policy", "scheme", "mean_regret_pct", "mean_saving_pct"])
+    fig = P.governor_cv(no_cv, True)  # one training workload: nothing held out (notebook 05)
+    assert fig.axes[0].texts[0].get_text() == "no cross-validation: fewer than two training workloads"
     plt.close(fig)
 
 
@@ -142,4 +157,41 @@ def test_heatmap_by_batch_size_when_a_model_task_has_several_workloads():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16"] and ax.get_xlabel() == "batch size"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["net / data"]
     assert sorted(t.get_text() for t in ax.texts) == ["125", "200"]  # median(100, 150) = 125
+    plt.close(fig)
+
+
+def test_pareto_labels_do_not_overlap_and_point_at_their_points():
+    import pandas as pd
+
+    # the bundled run's points (notebook 05): six governors within 0.01 of each other under the
+    # limit, four within 0.1 without it, and three drawn on one spot
+    rows = [("maxn", "none", 1.0, 1.0), ("ffg", "none", 0.7663, 1.9203), ("mlg-paper", "none", 0.7768, 1.7569),
+            ("mlg", "none", 0.7652, 1.9882), ("curve", "none", 0.7662, 1.9578), ("online", "none", 0.7768, 2.0187),
+            ("oracle", "none", 0.7634, 2.0332), ("maxn", "<= 50 %", 1.0, 1.0), ("ffg", "<= 50 %", 0.8272, 1.3993),
+            ("mlg-paper", "<= 50 %", 0.8266, 1.4004), ("mlg", "<= 50 %", 0.8266, 1.4004),
+            ("curve", "<= 50 %", 0.8266, 1.4004), ("online", "<= 50 %", 0.8349, 1.4036),
+            ("oracle", "<= 50 %", 0.8285, 1.3885)]
+    points = pd.DataFrame(rows, columns=["policy", "limit", "energy_rel", "time_rel"]).assign(pareto=False)
+    fig = P.pareto(points, True)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if t.get_text()]
+    texts = sorted(t.get_text() for t in labels)
+    # every policy labelled; maxn's two points and the three on one spot share a label
+    assert texts == sorted(["maxn", "ffg", "mlg-paper", "mlg", "curve", "online", "oracle", "ffg",
+                            "mlg-paper, mlg, curve", "online", "oracle"])
+    from matplotlib.text import Text
+
+    boxes = [Text.get_window_extent(t) for t in labels]  # the text's box (an Annotation's adds its leader)
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (labels[i].get_text(), labels[j].get_text())
+    spots = {(round(r.time_rel, 4), round(r.energy_rel, 4)) for r in points.itertuples()}
+    assert {(round(t.xy[0], 4), round(t.xy[1], 4)) for t in labels} <= spots  # anchored on a point
+    plt.close(fig)
+    # a governor with no figure (the online one on a one-workload sweep: NaN) is not drawn nor labelled
+    nan = pd.DataFrame([("maxn", 1.0, 1.0), ("online", float("nan"), float("nan"))],
+                       columns=["policy", "energy_rel", "time_rel"]).assign(pareto=[True, False])
+    fig = P.pareto(nan, True)
+    assert [t.get_text() for t in fig.axes[0].texts if t.get_text()] == ["maxn"]
     plt.close(fig)

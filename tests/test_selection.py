@@ -162,3 +162,29 @@ def test_one_training_workload_skips_cv(known):
     assert list(summary["model"]) == list(models)
     assert S.select_best(summary) == next(iter(models))
     assert S.comparison(summary, next(iter(models))).empty
+
+
+def test_mlg_falls_back_to_ffg_when_no_feature_varies(tiny, tmp_path):
+    """tiny-enc on sst2 and mrpc (analysis_fixtures.TINY_RUNS) share n_layers 2 and hidden 128.
+    FFG's level by hand, mean E / E_MAXN: 510 -> (105/122 + 48/80) / 2 = 0.7303,
+    612 -> (92/122 + 50/80) / 2 = 0.6895, 714 -> (98/122 + 54/80) / 2 = 0.7391: 612 MHz."""
+    from dvfslab.governors.files import load_governor, save_governor
+
+    sweep, table = tiny
+    model = S.candidate_models(quick=True)["tree(depth=2,leaf=1,gini)"]
+    data = TrainingData(sweep, table, ["tiny-enc/sst2", "tiny-enc/mrpc"])
+    gov = TreeGovernor(model, ["n_layers", "hidden_size"], info={"model": "tree(depth=2,leaf=1,gini)"}).fit(data)
+    assert gov.tree_["nodes"] == [{"level": 612.0, "n": 2}] and gov.tree_["features"] == []
+    assert gov.tree_["info"] == {"model": "tree(depth=2,leaf=1,gini)", "fallback": "ffg", "cannot_learn": (
+        "no feature varies over the 2 training workloads (n_layers is 2 in every training workload; "
+        "hidden_size is 128 in every training workload)")}
+    save_governor(gov, tmp_path / "mlg.json")  # the saved-file format is the tree's own: one leaf
+    back = load_governor(tmp_path / "mlg.json", policy="mlg")
+    assert back.decide({"workload_id": "big-dec/qnli", "n_layers": 12.0}).level == 612.0
+    # one training workload: its own optimum, 612 MHz (92 J, the least of 105, 92, 98)
+    one = TreeGovernor(model, ["n_layers", "avg_seq_len"]).fit(data.subset(["tiny-enc/sst2"]))
+    assert one.tree_["nodes"] == [{"level": 612.0, "n": 1}]
+    assert one.tree_["info"]["cannot_learn"] == "one training workload (tiny-enc/sst2): nothing to generalize from"
+    # what can be learned is learned: avg_seq_len 13.3 (612 MHz) vs 53.2 (510 MHz) splits the two
+    learned = TreeGovernor(model, ["avg_seq_len"]).fit(data).tree_
+    assert "fallback" not in learned["info"] and {n.get("level") for n in learned["nodes"]} >= {510.0, 612.0}

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from dvfslab.analysis.aggregate import Sweep, SweepError, optimal_levels
+from dvfslab.analysis.aggregate import Sweep, optimal_levels
 
 # Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
 PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
@@ -59,22 +59,60 @@ def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES
     A column is dropped when it is absent, has no value at all in ``features`` (the training
     rows), or has one and the same value in every training row that has one (it cannot separate
     anything: e.g. the batch size of a sweep that kept it fixed); partly missing columns are kept
-    and imputed (median) by the models.
+    and imputed (median) by the models. Each reason is a sentence that names its column:
+    ``"batch_size is 32 in every training workload"``. No column may be left: then
+    :func:`cannot_learn` says what that means.
     """
     used, dropped = [], {}
     for col in candidates:
         if col not in features.columns:
-            dropped[col] = "not in the feature table"
+            dropped[col] = f"{col} is not in the feature table"
         elif features[col].isna().all():
-            dropped[col] = "no value in any training workload"
+            dropped[col] = f"{col} has no value in any training workload"
         elif features[col].nunique(dropna=True) == 1:
-            dropped[col] = f"the same value ({features[col].dropna().iloc[0]:g}) in every training workload"
+            some = " that has one" if features[col].isna().any() else ""
+            dropped[col] = f"{col} is {features[col].dropna().iloc[0]:g} in every training workload{some}"
         else:
             used.append(col)
-    if not used:
-        raise SweepError("no usable feature: every candidate feature is missing in the training workloads "
-                         f"({', '.join(dropped)}) — fill workloads.csv or gpu_util_pct in runs.csv")
     return used, dropped
+
+
+#: what the learned governors do when :func:`cannot_learn` gives a reason
+FALLBACK = ("model selection has nothing to choose and the learned governors fall back to FFG: one level for "
+            "every workload, the one of least mean energy over the training workloads (the curve model still "
+            "learns how the curves move when all that is constant is the optimal level)")
+
+
+def cannot_learn(sweep: Sweep, train: pd.DataFrame, candidates: Iterable[str] = FEATURES,
+                 curves: bool = False) -> str:
+    """Why no governor can learn a level from the features of the training rows ``train`` (a
+    slice of :func:`feature_table`), or ``""`` when one can.
+
+    Nothing can be learned from fewer than two training workloads, from a single measured
+    level, from training workloads whose optimal level is one and the same, or when no
+    candidate feature varies over them (:func:`usable_features`): a learned governor would
+    answer one level for every workload, and FFG's is the best single level
+    (:data:`FALLBACK`). The reason names what is constant. ``curves``: for a model of the
+    energy and time at every level (the curve model), which still learns how the curves move
+    with the features when every training workload has the same optimal level; that is then
+    no reason.
+    """
+    n = len(train)
+    if n < 2:
+        return "no training workload" if n == 0 else \
+            f"one training workload ({train['workload_id'].iloc[0]}): nothing to generalize from"
+    ids = set(train["workload_id"])
+    measured = sorted(set(sweep.levels.loc[sweep.levels["workload_id"].isin(ids), "level"]))
+    if len(measured) < 2:
+        return f"one {sweep.knob.label} was measured ({', '.join(map(sweep.knob.format, measured)) or 'none'})"
+    why = []
+    optima = {sweep.oracle_level(w) for w in ids}
+    if len(optima) == 1 and not curves:
+        why.append(f"every training workload has its least energy at {sweep.knob.format(optima.pop())}")
+    used, dropped = usable_features(train, candidates)
+    if not used:
+        why.append(f"no feature varies over the {n} training workloads ({'; '.join(dropped.values()) or 'none offered'})")
+    return "; ".join(why)
 
 
 def pick_splits(features: pd.DataFrame) -> tuple[str, str]:

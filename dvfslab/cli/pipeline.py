@@ -6,7 +6,9 @@ from __future__ import annotations
 def register(sub) -> None:
     p = sub.add_parser("pipeline", help="run the notebook series (characterization -> governors) on a dataset",
                        description="Execute notebooks 01-05 with papermill on a dataset directory and write the "
-                                   "executed notebooks, their HTML, figures/*.png, tables/*.csv and summary.json.")
+                                   "executed notebooks, their HTML, figures/*.png, tables/*.csv, models/*.json "
+                                   "and summary.json. Progress: one bar per notebook on a terminal, one line "
+                                   "per notebook otherwise (standard error).")
     p.add_argument("--data", metavar="DIR", default=None,
                    help="dataset directory (default: the bundled data/replay)")
     p.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/<timestamp>/)")
@@ -18,7 +20,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from dvfslab.governors.registry import names
-    from dvfslab.pipeline.runner import run_pipeline
+    from dvfslab.pipeline.runner import output_line, run_pipeline
     from dvfslab.pipeline.summary import read_summary
 
     out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
@@ -30,7 +32,5 @@ def run(args) -> int:
             steps = f"  ({g['profiling_steps']:g} profiling steps)" if g.get("profiling_steps") else ""
             print(f"  {name:>9}: mean saving {g['mean_saving_pct']:6.2f} %  mean slowdown {g['mean_slowdown_pct']:6.2f} %"
                   f"  mean regret {g['mean_regret_pct']:5.2f} %{steps}")
-    tag = " (SIMULATED data)" if summary.get("source") == "simulated" else ""
-    what = "executed notebooks and their HTML" if args.html else "executed notebooks"
-    print(f"pipeline output{tag}: {out}  (summary.json, figures/, tables/, {what})")
+    print(output_line(out, summary.get("source") == "simulated", args.html))
     return 0

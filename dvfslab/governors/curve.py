@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 class CurveGovernor(Governor):
     """``curve``: predicts the whole energy and time curve over the levels from the workload's
     features (one ridge regression per level, penalty ``alpha``) and takes the objective's
-    choice on it (least predicted energy, within a predicted slowdown limit)."""
+    choice on it (least predicted energy, within a predicted slowdown limit). When nothing can be
+    learned from the training workloads (one of them, one level, no feature that varies) it is
+    their mean curve, which decides FFG's level
+    (:mod:`dvfslab.governors.curvefit`)."""
 
     name = "curve"
     summary = "predicts energy and time per level from the features (ridge per level), takes the least energy"

@@ -11,6 +11,13 @@ one alpha for every level. :func:`export_curve` writes the fitted medians, scale
 coefficients and intercepts as a curve spec, which :class:`dvfslab.governors.curve.CurveModel`
 evaluates with plain Python on a board. The profiled governor fits the same model on the
 measurements of its probe (``candidates``: its probe features).
+
+The candidates with a value for some training workload are used (a constant one gets a zero
+slope: harmless). When nothing can be learned (:func:`dvfslab.analysis.features.cannot_learn`
+with ``curves``: one training workload, one level, no feature that varies) the model is the
+training workloads' mean curve, ``ln`` of the mean of ``E / E_baseline`` (and ``T / T_baseline``)
+per level, the same for every workload: its least energy is FFG's level. Its ``info`` then says
+``fallback: "ffg"`` and ``cannot_learn``: why.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+from dvfslab.analysis.features import cannot_learn
 from dvfslab.governors.curvemodel import DEFAULT_ALPHA, LOG_FLOOR, CurveModel
 from dvfslab.governors.errors import GovernorError
 
@@ -90,25 +98,22 @@ def training_targets(sweep: Sweep, train_ids: Sequence[str]) -> tuple[list[float
 
 def fit_curve_pipelines(sweep: Sweep, features: pd.DataFrame, train_ids: Iterable[str],
                         alpha: float = DEFAULT_ALPHA, candidates: Mapping[str, str] = CURVE_FEATURES) -> CurveFit:
-    """Fit both pipelines on the training workloads' measured curves.
-
-    Features with no value for any training workload are left out; when none is left, the
-    model is the training workloads' mean curve (a ``DummyRegressor``: every workload gets the
-    same prediction). With a single training workload the slopes are zero: the prediction is
-    its curve."""
+    """Fit both pipelines on the training workloads' measured curves (the module doc: the
+    features with a value; the mean curve when nothing can be learned)."""
     train_ids = list(train_ids)
     if not train_ids:
         raise GovernorError("curve: needs at least one training workload")
     rows = features.set_index("workload_id").loc[train_ids]
-    used = [c for c in candidates if c in rows and rows[c].notna().any()]
+    why = cannot_learn(sweep, rows.reset_index(), candidates, curves=True)
+    used = [] if why else [c for c in candidates if c in rows and rows[c].notna().any()]
     levels, y = training_targets(sweep, train_ids)
     fit = CurveFit(used, [candidates[c] for c in used], levels, {}, float(alpha),
                    {"n_train": len(train_ids), "dataset": str(sweep.dataset), "source": sweep.source,
-                    "baseline": sweep.baseline_kind})
+                    "baseline": sweep.baseline_kind, **({"fallback": "ffg", "cannot_learn": why} if why else {})})
     x = fit.design(rows.reset_index().to_dict("records"))
     for part in TARGETS:
-        model = make_curve_pipeline(fit.transforms, alpha) if used else \
-            Pipeline([("ridge", DummyRegressor(strategy="mean"))])
+        model = make_curve_pipeline(fit.transforms, alpha) if used else Pipeline([("ridge", DummyRegressor(
+            strategy="constant", constant=np.log(np.exp(y[part]).mean(axis=0))))])
         fit.pipelines[part] = model.fit(x, y[part])
     return fit
 
@@ -116,7 +121,7 @@ def fit_curve_pipelines(sweep: Sweep, features: pd.DataFrame, train_ids: Iterabl
 def export_curve(fit: CurveFit) -> dict:
     """The curve spec of fitted pipelines (see :mod:`dvfslab.governors.curve`)."""
     first = fit.pipelines["energy"]
-    featured = bool(fit.features)  # else the mean curve (DummyRegressor), no scaling
+    featured = bool(fit.features)  # else the mean curve (a constant DummyRegressor), no scaling
     spec: dict[str, Any] = {
         "features": fit.features,
         "transforms": dict(zip(fit.features, fit.transforms, strict=True)),

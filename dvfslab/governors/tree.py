@@ -37,6 +37,11 @@ class TreeGovernor(LevelGovernor):
     ``DecisionTreeClassifier`` (notebook 03's chosen one), fitted on ``features`` to predict the
     optimal level's index in the level table; its imputer's medians become the tree's fill-in
     values. ``info``: free-form notes saved with the tree (the chosen model, the dataset ...).
+
+    When nothing can be learned from the training workloads (one of them, one level, one
+    optimal level, or none of ``features`` varies: :func:`dvfslab.analysis.features.cannot_learn`)
+    the tree is one leaf at FFG's level, and its ``info`` says ``fallback: "ffg"`` and
+    ``cannot_learn``: why (:func:`dvfslab.governors.treefit.ffg_tree`).
     """
 
     name = "mlg"
@@ -54,10 +59,10 @@ class TreeGovernor(LevelGovernor):
         from dvfslab.governors.treefit import fit_tree
 
         data = self._require(data)
-        if self.estimator is None or not self.features:
+        if self.estimator is None:
             raise GovernorError(f"{self.name}: needs an estimator and the feature columns to fit "
                                 "(notebook 03 chooses them; or load its models/mlg.json)")
-        self.tree_ = fit_tree(self.estimator, data.rows(), self.features, data.level_table, self.info)
+        self.tree_ = fit_tree(self.estimator, data, self.features, self.info)
 
     def check_state(self) -> None:
         check_tree(self._fitted("tree_"))

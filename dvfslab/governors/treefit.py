@@ -3,18 +3,25 @@
 :func:`fit_model` fits a classifier safely on a tiny training set (model selection's
 cross-validation uses it in every fold); :func:`fit_tree` fits notebook 03's chosen tree on the
 training workloads and exports it as the dict :class:`~dvfslab.governors.tree.TreeGovernor`
-walks with plain Python on a board (:func:`tree_from_sklearn`).
+walks with plain Python on a board (:func:`tree_from_sklearn`). When nothing can be learned
+(:func:`dvfslab.analysis.features.cannot_learn`: one training workload, one level, one optimal
+level, no feature that varies) the tree is one leaf at FFG's level (:func:`ffg_tree`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sklearn.base import clone
 from sklearn.dummy import DummyClassifier
+
+from dvfslab.analysis.features import EXTRA_FEATURES, FEATURES, cannot_learn
+from dvfslab.governors.static import FixedGovernor
+
+if TYPE_CHECKING:
+    from dvfslab.analysis.training import TrainingData
 
 
 def fit_model(model: Any, x: np.ndarray, y: np.ndarray) -> Any:
@@ -33,20 +40,30 @@ def fit_model(model: Any, x: np.ndarray, y: np.ndarray) -> Any:
     return fitted.fit(x, y)
 
 
-def fit_tree(model: Any, rows: pd.DataFrame, feature_cols: Sequence[str], level_table: Sequence[float],
-             info: Mapping[str, Any] | None = None) -> dict:
-    """Fit a tree pipeline (imputer, then a ``DecisionTreeClassifier``) on ``rows`` to predict
-    ``opt_level_idx`` and export it as a tree dict; the imputer's medians become the tree's
-    fill-in values. One level for every training workload: a single leaf."""
+def fit_tree(model: Any, data: TrainingData, feature_cols: Sequence[str], info: Mapping[str, Any] | None = None) -> dict:
+    """Fit a tree pipeline (imputer, then a ``DecisionTreeClassifier``) on the training workloads
+    of ``data`` to predict ``opt_level_idx`` and export it as a tree dict; the imputer's medians
+    become the tree's fill-in values. When nothing can be learned: :func:`ffg_tree` (with no
+    feature given, the reason is said of the feature table's candidate features)."""
+    rows = data.rows()
+    why = cannot_learn(data.sweep, rows, feature_cols or (*FEATURES, *EXTRA_FEATURES))
+    if not why and not feature_cols:
+        why = "no feature was given to the tree"
+    if why:
+        return ffg_tree(data, why, info)
     x = rows[list(feature_cols)].to_numpy(float)
-    y = rows["opt_level_idx"].to_numpy(int)
-    fitted = fit_model(model, x, y)
-    table = sorted(float(f) for f in level_table)
-    if len(np.unique(y)) == 1:
-        return {"features": list(feature_cols), "impute": {}, "nodes": [{"level": table[int(y[0])], "n": len(y)}],
-                "level_table": table, "info": dict(info or {})}
+    fitted = fit_model(model, x, rows["opt_level_idx"].to_numpy(int))
     medians = dict(zip(feature_cols, fitted.named_steps["impute"].statistics_, strict=True))
-    return tree_from_sklearn(fitted.named_steps["model"], feature_cols, table, impute=medians, info=info)
+    return tree_from_sklearn(fitted.named_steps["model"], feature_cols, data.level_table, impute=medians, info=info)
+
+
+def ffg_tree(data: TrainingData, why: str, info: Mapping[str, Any] | None = None) -> dict:
+    """One leaf at FFG's level (the least mean energy / baseline over the training workloads),
+    no feature; ``info`` records ``fallback: "ffg"`` and ``cannot_learn``: why."""
+    level = FixedGovernor().fit(data).level_
+    return {"features": [], "impute": {}, "nodes": [{"level": float(level), "n": len(data.rows())}],
+            "level_table": sorted(float(f) for f in data.level_table),
+            "info": {**(info or {}), "fallback": "ffg", "cannot_learn": why}}
 
 
 def tree_from_sklearn(estimator: Any, features: Sequence[str], level_table: Sequence[float],

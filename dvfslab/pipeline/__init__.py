@@ -1,7 +1,8 @@
 """The notebook pipeline: notebooks 01-05 run by papermill on a dataset (``dvfslab pipeline``).
 
-:mod:`~dvfslab.pipeline.runner` executes the notebooks; :mod:`~dvfslab.pipeline.summary` reads
-and merges ``summary.json``; :mod:`~dvfslab.pipeline.figures` saves their figures. The notebooks
+:mod:`~dvfslab.pipeline.runner` executes the notebooks, each in a kernel that
+:mod:`~dvfslab.pipeline.kernels` started ahead; :mod:`~dvfslab.pipeline.summary` reads and merges
+``summary.json``; :mod:`~dvfslab.pipeline.figures` saves their figures. The notebooks
 and the bundled simulated dataset ship inside this package (``notebooks/`` and ``replay/``:
 links into the checkout, copies in an installed wheel).
 """

@@ -1,37 +1,45 @@
 """Run the notebook series 01 → 05 with papermill and collect its outputs.
 
 ``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
-other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``. The notebooks
-chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
+other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``; each kernel is
+started, and imports what the notebooks import, while the notebook before it runs
+(:class:`dvfslab.pipeline.kernels.KernelPool`), and each notebook's HTML is rendered while the
+next one runs (``summary.json`` → ``pipeline.seconds``: each notebook's execution). The
+notebooks chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv``, ``models/mlg.json``, ``models/curve.json``,
 ``summary.json``). The notebooks save their figures with
 :func:`dvfslab.pipeline.figures.save_figure`. The output folder then holds:
 
 * ``NN_name.ipynb`` — the executed notebooks (with the parameters they ran with), and
   ``NN_name.html`` — their HTML rendering;
-* ``figures/*.png``, ``tables/*.csv``, ``models/mlg.json``;
+* ``figures/*.png``, ``tables/*.csv``, ``models/*.json`` (the fitted governors);
 * ``summary.json`` — the headline numbers (keys documented in docs/method.md;
   :mod:`dvfslab.pipeline.summary` reads and writes it), among them
   ``recommended: {policy, cv_regret_pct, ffg_cv_regret_pct, reason, ...}`` (notebook 04: the
   governor to use, FFG unless a learned one beats it beyond the CV noise; docs/governors.md),
-  which the run also prints at its end.
+  which the run also prints at its end, with what qualifies the figures (in-sample, nothing to
+  learn, where the headline comes from: :func:`dvfslab.pipeline.summary.caveat_lines`).
 
-The first failing notebook stops the run with a :class:`PipelineError` naming the notebook
-and the cell; its executed copy (with the traceback) is kept.
+Progress goes to ``stream`` (standard error): one bar per notebook on a terminal, one line per
+notebook elsewhere (a log, CI). The first failing notebook stops the run with a
+:class:`PipelineError` naming the notebook and the cell; its executed copy (with the traceback)
+is kept.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_text
 from dvfslab.data.contract import load_dataset
-from dvfslab.pipeline.summary import recommendation_line, update_summary
+from dvfslab.pipeline.summary import caveat_lines, recommendation_line, update_summary
 
 NOTEBOOKS: tuple[str, ...] = ("01_characterization", "02_feature_engineering", "03_model_selection_loocv",
                               "04_governor_evaluation", "05_beyond_the_paper")
@@ -44,6 +52,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "05_beyond_the_paper": ("governor_cv", "pareto_energy_time"),
 }
 KERNEL = "python3"
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)  # no start-up chatter
 
 
 class PipelineError(DvfsError):
@@ -79,8 +88,32 @@ def notebook_dir() -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: bool) -> Path:
-    """Execute one notebook with papermill into ``out_dir``; PipelineError names the cell."""
+class Progress:
+    """A notebook's progress on ``stream``: on a terminal one bar (papermill's, left in place when
+    done), elsewhere one line when it is done; ``total`` notebooks in the run."""
+
+    def __init__(self, stream: TextIO, total: int):
+        self.stream, self.total = stream, total
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+
+    def bar(self, i: int, name: str) -> dict | bool:
+        """papermill's ``progress_bar`` argument for notebook ``i`` (1-based)."""
+        if not self.tty:
+            return False
+        return {"desc": f"[{i}/{self.total}] {name}", "file": self.stream, "leave": True, "dynamic_ncols": True,
+                "bar_format": "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} cells [{elapsed}]"}
+
+    def done(self, i: int, name: str, cells: int, seconds: float) -> None:
+        """Notebook ``i`` finished: its line (not on a terminal, where its bar says it)."""
+        if not self.tty:
+            self.stream.write(f"[{i}/{self.total}] {name}: {cells} cells in {seconds:.1f} s\n")
+            self.stream.flush()
+
+
+def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: dict | bool, km: Any) -> Path:
+    """Execute one notebook with papermill into ``out_dir``, in the started kernel ``km`` (a
+    jupyter_client kernel manager from :class:`~dvfslab.pipeline.kernels.KernelPool`);
+    PipelineError names the cell."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -88,8 +121,7 @@ def execute(name: str, out_dir: Path, parameters: Mapping[str, Any], progress: b
     dst = out_dir / f"{name}.ipynb"
     try:
         papermill.execute_notebook(str(src), str(dst), parameters=dict(parameters), kernel_name=KERNEL,
-                                   progress_bar=progress, log_output=False, cwd=str(out_dir),
-                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no start-up chatter
+                                   progress_bar=progress, log_output=False, cwd=str(out_dir), km=km)
     except PapermillExecutionError as err:
         raise PipelineError(f"notebook {name}.ipynb failed in cell {err.cell_index + 1} (execution count "
                             f"{err.exec_count}): {err.ename}: {err.evalue.strip().splitlines()[0] if err.evalue else ''}"
@@ -115,8 +147,14 @@ def missing_figures(out_dir: Path, notebooks: Sequence[str] = NOTEBOOKS) -> list
 
 def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
                  quick: bool = False, seed: int = 0, notebooks: Sequence[str] = NOTEBOOKS, html: bool = True,
-                 progress: bool = True, log: Callable[[str], None] = print) -> Path:
-    """Run the notebook series on a dataset; return the output folder (see the module doc)."""
+                 progress: bool = True, log: Callable[[str], None] = print, stream: TextIO | None = None) -> Path:
+    """Run the notebook series on a dataset; return the output folder (see the module doc).
+
+    ``log`` gets the first line and the last ones (the recommendation, the caveats); with
+    ``progress``, each notebook's bar or line goes to ``stream`` (default: standard error).
+    """
+    from dvfslab.pipeline.kernels import KernelPool  # jupyter_client: the notebooks extra
+
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     if data_dir is None and not data.exists():
         raise PipelineError(f"the bundled dataset {data} is missing: pass --data DIR, reinstall dvfslab, "
@@ -127,26 +165,52 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     out = out.resolve()
     params = {"DATA_DIR": str(data.resolve()), "OUTPUT_DIR": str(out), "SEED": int(seed), "QUICK": bool(quick)}
     log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
+    bars = Progress(stream or sys.stderr, len(notebooks)) if progress else None
     started, timings = time.perf_counter(), {}
-    for i, name in enumerate(notebooks, 1):
-        log(f"[{i}/{len(notebooks)}] {name}")
-        t0 = time.perf_counter()
-        try:
-            executed = execute(name, out, params, progress)
-        except PipelineError:
-            if html and (out / f"{name}.ipynb").exists():
-                render_html(out / f"{name}.ipynb")  # the failure, readable in a browser
-            raise
-        if html:
-            render_html(executed)
-        timings[name] = round(time.perf_counter() - t0, 2)
-        log(f"      done in {timings[name]:.1f} s -> {executed.name}")
+    rendered = []  # each notebook's HTML is rendered while the next one runs
+    with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvfslab-html") as renders:
+        import papermill  # noqa: F401  (1-2 s of imports: here, while the first kernel starts)
+
+        for i, name in enumerate(notebooks, 1):
+            t0 = time.perf_counter()
+            km = kernels.take()
+            try:
+                executed = execute(name, out, params, bars.bar(i, name) if bars else False, km)
+            except PipelineError:
+                if html and (out / f"{name}.ipynb").exists():
+                    render_html(out / f"{name}.ipynb")  # the failure, readable in a browser
+                raise
+            finally:
+                kernels.stop(km)
+            timings[name] = round(time.perf_counter() - t0, 2)
+            if html:
+                rendered.append(renders.submit(render_html, executed))
+            if bars:
+                bars.done(i, name, _cells(executed), timings[name])
+        for job in rendered:
+            job.result()  # an error in a rendering stops the run here
     missing = missing_figures(out, notebooks)
     if missing:
         raise PipelineError(f"{out}/figures: the notebooks did not write {', '.join(m + '.png' for m in missing)}")
     summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "seconds": timings,
                                                 "total_s": round(time.perf_counter() - started, 2)}})
-    line = recommendation_line(summary)
-    if line:
-        log(line)
+    for line in (recommendation_line(summary), *caveat_lines(summary)):
+        if line:
+            log(line)
     return out
+
+
+def _cells(notebook: Path) -> int:
+    """How many cells an executed notebook has (papermill's bar counts the same)."""
+    import nbformat
+
+    return len(nbformat.read(notebook, as_version=4).cells)
+
+
+def output_line(out: Path, simulated: bool, html: bool) -> str:
+    """The run's last line: where its output is, and every file kind and folder in it."""
+    folders = sorted(f"{p.name}/" for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
+    books = "executed notebooks and their HTML" if html else "executed notebooks"
+    tag = " (SIMULATED data)" if simulated else ""
+    return f"pipeline output{tag}: {out}  ({', '.join(['summary.json', *folders, books])})"

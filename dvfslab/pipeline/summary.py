@@ -56,5 +56,24 @@ def recommendation_line(summary: Mapping[str, Any]) -> str | None:
             f"FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
 
 
+def caveat_lines(summary: Mapping[str, Any]) -> list[str]:
+    """What qualifies the run's figures, one line each: ``IN-SAMPLE`` (notebook 02's
+    ``features.in_sample``: trained and evaluated on the same workloads), ``NOTHING TO LEARN``
+    (``features.cannot_learn``: the learned governors are FFG), and where the headline figures
+    come from (notebook 04's ``evaluation.headline``, when it wrote one)."""
+    features, evaluation = summary.get("features") or {}, summary.get("evaluation") or {}
+    lines = []
+    if features.get("in_sample"):
+        n = features.get("n_train_workloads")
+        lines.append(f"IN-SAMPLE: the learned governors were trained and evaluated on the same {n} "
+                     f"{features.get('train_split', '')} workload{'' if n == 1 else 's'} (the dataset has no "
+                     "evaluation split): their figures on them are optimistic")
+    if features.get("cannot_learn"):
+        lines.append(f"NOTHING TO LEARN: {features['cannot_learn']} — the learned governors fall back to FFG")
+    if evaluation.get("headline"):
+        lines.append(f"headline figures come from: {evaluation['headline']}")
+    return lines
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f} %"
