@@ -21,16 +21,11 @@ def register(sub) -> None:
 def run(args) -> int:
     from dvfslab.governors.registry import names
     from dvfslab.pipeline.runner import output_line, run_pipeline
-    from dvfslab.pipeline.summary import read_summary
+    from dvfslab.pipeline.summary import governor_lines, read_summary
 
     out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
     summary = read_summary(out)
-    gov = summary.get("governors", {})
-    for name in names():  # registry order
-        if gov.get(name) and gov[name].get("mean_saving_pct") is not None:
-            g = gov[name]
-            steps = f"  ({g['profiling_steps']:g} profiling steps)" if g.get("profiling_steps") else ""
-            print(f"  {name:>9}: mean saving {g['mean_saving_pct']:6.2f} %  mean slowdown {g['mean_slowdown_pct']:6.2f} %"
-                  f"  mean regret {g['mean_regret_pct']:5.2f} %{steps}")
+    for line in governor_lines(summary, names()):  # registry order
+        print(line)
     print(output_line(out, summary.get("source") == "simulated", args.html))
     return 0

@@ -48,7 +48,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "01_characterization": ("sweep_curves", "energy_u_curves", "optimal_level_heatmap"),
     "02_feature_engineering": ("feature_relations",),
     "03_model_selection_loocv": ("cv_comparison", "mlg_tree", "mlg_paper_tree"),
-    "04_governor_evaluation": ("savings_slowdown", "saving_vs_slowdown"),
+    "04_governor_evaluation": ("savings_slowdown", "saving_vs_slowdown", "whole_job"),
     "05_beyond_the_paper": ("governor_cv", "pareto_energy_time"),
 }
 KERNEL = "python3"

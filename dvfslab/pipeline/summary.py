@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,31 @@ def recommendation_line(summary: Mapping[str, Any]) -> str | None:
     rec = summary.get("recommended")
     if not rec:
         return None
-    return (f"recommended governor: {rec['policy']} (leave-one-model-out regret {_pct(rec.get('cv_regret_pct'))}, "
-            f"FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
+    metric = "whole-job regret" if rec.get("metric") == "job_regret_pct" else "regret"
+    return (f"recommended governor: {rec['policy']} ({rec.get('grouping') or 'leave-one-model-out'} CV {metric} "
+            f"{_pct(rec.get('cv_regret_pct'))}, FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
+
+
+def governor_lines(summary: Mapping[str, Any], order: Sequence[str]) -> list[str]:
+    """One line per governor of ``order`` with figures: saving, slowdown and regret over whole jobs
+    (``job_*``: probing charged, ``job_steps`` units) when the run has them, else per run."""
+    gov = summary.get("governors") or {}
+    rows = [(n, gov[n]) for n in order if gov.get(n) and gov[n].get("mean_saving_pct") is not None]
+    job = any(g.get("job_saving_pct") is not None for _, g in rows)
+    keys = ("job_saving_pct", "job_slowdown_pct", "job_regret_pct") if job else \
+        ("mean_saving_pct", "mean_slowdown_pct", "mean_regret_pct")
+    lines = ["governors over whole jobs (probing charged), mean over the evaluated workloads:" if job else
+             "governors per run, mean over the evaluated workloads:"]
+    for name, g in rows:
+        saving, slowdown, regret = (g.get(k) for k in keys)
+        probe = g.get("probe_share_pct") if job else g.get("profiling_steps")
+        note = (f"  (probing {probe:.2f} % of the job)" if job else f"  ({probe:.3g} profiling steps)") if probe else ""
+        lines.append(f"  {name:>9}: saving {_num(saving)}  slowdown {_num(slowdown)}  regret {_num(regret)}{note}")
+    return lines if rows else []
+
+
+def _num(x: float | None) -> str:
+    return "   n/a  " if x is None else f"{x:6.2f} %"
 
 
 def caveat_lines(summary: Mapping[str, Any]) -> list[str]:
