@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.governors.base import Decision, Governor, Probe
-from dvfslab.governors.curvemodel import DEFAULT_ALPHA, CurveModel, Curves, check_curve
+from dvfslab.governors.curvemodel import DEFAULT_ALPHA, Curves, FittedCurve
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
 
 
-class CurveGovernor(Governor):
+class CurveGovernor(FittedCurve, Governor):
     """``curve``: predicts the whole energy and time curve over the levels from the workload's
     features (one ridge regression per level, penalty ``alpha``) and takes the objective's
     choice on it (least predicted energy, within a predicted slowdown limit). When nothing can be
@@ -39,17 +39,6 @@ class CurveGovernor(Governor):
 
         data = self._require(data)
         self.curve_ = fit_curve_model(data.sweep, data.features, data.train_ids, alpha=float(self.alpha)).spec
-
-    @property
-    def model(self) -> CurveModel:
-        """The fitted model, ready to predict."""
-        return CurveModel(self._fitted("curve_"))
-
-    def check_state(self) -> None:
-        check_curve(self._fitted("curve_"))
-
-    def own_levels(self) -> list[float]:
-        return [float(f) for f in self._fitted("curve_")["levels"]]
 
     def predict_curves(self, workload: Mapping[str, Any]) -> Curves:
         return self.model.predict(workload)

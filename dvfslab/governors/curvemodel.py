@@ -88,3 +88,19 @@ def check_curve(spec: Mapping[str, Any]) -> None:
         coef = p.get("coef", [])
         if len(p.get("intercept", [])) != n_l or len(coef) != len(feats) or any(len(r) != n_l for r in coef):
             raise GovernorError(f"curve model: {part} coefficients must be {len(feats)} features x {n_l} levels")
+
+
+class FittedCurve:
+    """The fitted state of a governor that decides from a curve model (``curve``, ``profiled``):
+    ``curve_``, the model's ``dvfslab`` spec. Mixed in before :class:`~dvfslab.governors.base.Governor`."""
+
+    @property
+    def model(self) -> CurveModel:
+        """The fitted model, ready to predict."""
+        return CurveModel(self._fitted("curve_"))
+
+    def check_state(self) -> None:
+        check_curve(self._fitted("curve_"))
+
+    def own_levels(self) -> list[float]:
+        return [float(f) for f in self._fitted("curve_")["levels"]]

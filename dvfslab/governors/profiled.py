@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
-from dvfslab.governors.curvemodel import DEFAULT_ALPHA, CurveModel, check_curve
+from dvfslab.governors.curvemodel import DEFAULT_ALPHA, FittedCurve
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -59,7 +59,7 @@ def probe_features(steps: Sequence[tuple[float, float]], warmup_steps: int = DEF
     return out
 
 
-class ProfiledGovernor(ProbingGovernor):
+class ProfiledGovernor(FittedCurve, ProbingGovernor):
     """Least predicted energy from a curve model on the probe's measurements (module doc).
 
     ``alpha``: the ridge penalty of the fit; ``with_static``: the fit may use the static model
@@ -106,16 +106,6 @@ class ProfiledGovernor(ProbingGovernor):
             candidates.update({k: v for k, v in CURVE_FEATURES.items() if k not in candidates})
         self.curve_ = fit_curve_model(data.sweep, rows, data.train_ids, alpha=float(self.alpha),
                                       candidates=candidates).spec
-
-    @property
-    def model(self) -> CurveModel:
-        return CurveModel(self._fitted("curve_"))
-
-    def check_state(self) -> None:
-        check_curve(self._fitted("curve_"))
-
-    def own_levels(self) -> list[float]:
-        return [float(f) for f in self._fitted("curve_")["levels"]]
 
     def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ProfiledSession:
         return ProfiledSession(self, workload)
