@@ -177,22 +177,21 @@ def _plain(written: str) -> str:
 
 
 def _masked(line: str) -> str:
-    """The line with code spans and HTML comments blanked (offsets kept)."""
-    for pattern in (_COMMENT, _CODE_SPAN):
-        line = pattern.sub(lambda m: " " * len(m.group(0)), line)
-    return line
+    """The line with HTML comments blanked (offsets kept)."""
+    return _COMMENT.sub(lambda m: " " * len(m.group(0)), line)
 
 
 def scan(text: str, file: str) -> tuple[list[Figure], list[str]]:
     """Every tagged figure of a Markdown text, and the problems of its tags and regions."""
     figures, problems = [], []
     offset, fenced, region = 0, False, None
-    for number, line in enumerate(text.splitlines(keepends=True), 1):
-        stripped = line.strip()
+    for number, raw in enumerate(text.splitlines(keepends=True), 1):
+        line, stripped = raw, raw.strip()
         if stripped.startswith(("```", "~~~")):
             fenced = not fenced
         elif not fenced:
             tagged, tags = set(), set()
+            line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)  # `<!-- x: y -->` is an example
             for m in _TAG.finditer(line):
                 figures.append(Figure(file, number, offset + m.start("sign"), offset + m.end("digits"),
                                       m["sign"] + m["digits"], m["kind"], m["expr"]))
@@ -217,7 +216,7 @@ def scan(text: str, file: str) -> tuple[list[Figure], list[str]]:
                     if m.start() not in tagged:
                         problems.append(f"{file}:{number}: {m.group(0)} in a pipeline-figures region has no "
                                         "tag (<!-- summary: ... -->, <!-- table: ... --> or <!-- source: ... -->)")
-        offset += len(line)
+        offset += len(raw)
     if region is not None:
         problems.append(f"{file}:{region}: the region opened here is never closed ({REGION_CLOSE})")
     return figures, problems
@@ -271,20 +270,23 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.run / "summary.json").exists():
         parser.error(f"{args.run} has no summary.json: pass the folder `dvfslab pipeline --out` wrote")
     source = Source(args.run)
-    problems = []
+    problems, changes = [], []
     for path in documents():
         name, text = str(path.relative_to(REPO)), path.read_text()
         if args.update:
             try:
-                new, changes = update_text(text, name, source)
+                new, changed = update_text(text, name, source)
             except (LookupError, ZeroDivisionError) as err:
                 print(f"{name}: not updated: {err}", file=sys.stderr)
                 return 1
             if new != text:
                 path.write_text(new)
-            print("\n".join(changes) or f"{name}: unchanged")
+            changes += changed
         problems += check_text(path.read_text(), name, source)
-    print("\n".join(problems), file=sys.stderr)
+    if args.update:
+        print("\n".join(changes + [f"{len(changes)} figures rewritten from {args.run}"]))
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
     return 1 if problems else 0
 
 

@@ -101,8 +101,9 @@ def test_tags_that_follow_no_number_or_are_unknown_fail(run):
         "d.md:1: unknown tag kind 'sumary' (use summary, table, count or source)"]
 
 
-def test_numbers_outside_regions_and_in_code_blocks_are_left_alone(run):
-    text = "A 24.73 % figure, untagged.\n```\n22.86 <!-- summary: no.such.path -->\n```\n"
+def test_numbers_outside_regions_and_in_code_are_left_alone(run):
+    text = ("A 24.73 % figure, untagged.\n```\n22.86 <!-- summary: no.such.path -->\n```\n"
+            "a tag is written `1.0 %<!-- summary: no.such.path -->`, in a code span\n")
     assert D.scan(text, "d.md") == ([], [])
     assert D.check_text(text, "d.md", run) == []
 
