@@ -22,7 +22,10 @@ outside code spans must carry a tag, so none can be left unchecked.
     python tests/docfigures.py --check runs/<timestamp>     # every problem, one line each
     python tests/docfigures.py --update runs/<timestamp>    # rewrite every tagged figure
 
-HTML comments do not render (CommonMark: an HTML comment is raw inline HTML), in table cells too.
+HTML comments do not render (CommonMark: an HTML comment is raw inline HTML), in table cells too;
+README.md and docs/governors.md render with markdown-it-py and mistune exactly as without the tags.
+A tag written inside a code span is an example, not a tag. Code spans that break across lines
+are not recognized as code: keep tags and region figures out of them.
 """
 
 from __future__ import annotations
@@ -60,10 +63,6 @@ class Figure:
     written: str        # as written, sign included
     kind: str
     expr: str
-
-    @property
-    def decimals(self) -> int:
-        return len(self.written.split(".")[1]) if "." in self.written else 0
 
     def where(self) -> str:
         return f"{self.file}:{self.line}"
