@@ -1,4 +1,5 @@
-"""Shared fixtures: fake Jetson boards built in tmp_path, and an isolated clock state dir."""
+"""Shared fixtures: fake Jetson boards built in tmp_path, an isolated clock state dir, and one
+`dvfslab pipeline` run on the bundled data per session (test_notebooks and test_docfigures read it)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,26 @@ import pytest
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_var] = "1"
 
+from pathlib import Path  # noqa: E402
+
 from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, PROFILES, FakeBoard, build_board  # noqa: E402
+
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "replay"
 
 
 @pytest.fixture(autouse=True)
 def _isolated_dvfslab_state(tmp_path_factory, monkeypatch) -> None:
     """No test writes clock state files to ~/.local/state/dvfslab."""
     monkeypatch.setenv("DVFSLAB_STATE_DIR", str(tmp_path_factory.mktemp("dvfslab-state")))
+
+
+@pytest.fixture(scope="session")
+def bundled_pipeline(tmp_path_factory) -> Path:
+    """`dvfslab pipeline` (HTML included) on the bundled data/replay, run once per session: its output folder."""
+    from dvfslab.pipeline import runner
+
+    return runner.run_pipeline(BUNDLED, tmp_path_factory.mktemp("bundled") / "run", progress=False,
+                               log=lambda s: None)
 
 
 @pytest.fixture

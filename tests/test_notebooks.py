@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from analysis_fixtures import ORIN_FREQS_MHZ, XAVIER_FREQS_MHZ, make_dataset
+from analysis_fixtures import XAVIER_FREQS_MHZ, make_dataset
 
 from dvfslab import cli
 from dvfslab.governors import registry as R
@@ -178,19 +178,12 @@ def test_notebook_is_thin_parameterized_and_without_outputs(name):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def default_data(tmp_path_factory) -> Path:
-    """The bundled dataset; until it exists, a fixture on the Orin's table (said in the report)."""
-    if (BUNDLED / "meta.json").exists():
-        return BUNDLED
-    return make_dataset(tmp_path_factory.mktemp("orin") / "data", freqs_mhz=ORIN_FREQS_MHZ, reps=3)
-
-
 @pytest.mark.slow
-def test_pipeline_on_the_default_data(default_data, tmp_path):
-    out = PL.run_pipeline(default_data, tmp_path / "run", progress=False, log=lambda s: None)
+def test_pipeline_on_the_default_data(bundled_pipeline):
+    """The bundled data/replay, run once per session (conftest; test_docfigures checks the docs against it)."""
+    out = bundled_pipeline
     check_outputs(out)
-    summary = check_summary(out, default_data)
+    summary = check_summary(out, BUNDLED)
     assert summary["pipeline"]["quick"] is False
     assert summary["source"] != "simulated" or "SIMULATED" in (out / "01_characterization.html").read_text()
 
