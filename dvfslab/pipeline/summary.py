@@ -76,7 +76,7 @@ def governor_lines(summary: Mapping[str, Any], order: Sequence[str]) -> list[str
 
 
 def _num(x: float | None) -> str:
-    return "   n/a  " if x is None else f"{x:6.2f} %"
+    return "   n/a  " if x is None else f"{round(x, 2) + 0.0:6.2f} %"  # + 0.0: no "-0.00" for a rounding residue
 
 
 def caveat_lines(summary: Mapping[str, Any]) -> list[str]:
