@@ -113,7 +113,12 @@ def jetson_report(args, t: TimeSource | None = None, io=None) -> list:
 
 
 def nvml_report(args, t: TimeSource | None = None, io=None) -> list:
-    from dvfslab.hw.doctor_nvml import check_other_clocks, nvml_checks, nvml_lock_check, open_session
+    from dvfslab.hw.doctor_nvml import (
+        check_other_clocks,
+        nvml_checks,
+        nvml_lock_check,
+        open_session,
+    )
 
     t = t or TimeSource()
     s = open_session(args.index)
@@ -134,7 +139,13 @@ def dataset_report(path) -> list:
     import json
     from pathlib import Path
 
-    from dvfslab.data.contract import CLOCK_COLUMNS, DatasetError, clock_warnings, dataset_pins, load_dataset
+    from dvfslab.data.contract import (
+        CLOCK_COLUMNS,
+        DatasetError,
+        clock_warnings,
+        dataset_pins,
+        load_dataset,
+    )
     from dvfslab.hw.doctor import Check
 
     try:
