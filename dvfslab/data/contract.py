@@ -422,10 +422,11 @@ def clock_warnings(ds: Dataset) -> list[str]:
         values = fixed[col].dropna().astype(float)
         if values.empty:
             continue
-        levels = sorted({round(v * 2) / 2 for v in values})
-        if len(levels) < 2:
+        ordered = sorted(float(v) for v in values)
+        n_levels = 1 + sum(b - a >= 0.5 for a, b in zip(ordered, ordered[1:], strict=False))
+        if n_levels < 2:
             continue
-        span = f"{levels[0]:g}-{levels[-1]:g} MHz ({len(levels)} levels over {len(values)} fixed runs)"
+        span = f"{ordered[0]:g}-{ordered[-1]:g} MHz ({n_levels} levels over {len(values)} fixed runs)"
         setting = pins.get(name)
         if setting not in (None, "none"):
             out.append(f"{rpath}: {col} reads {span} although the sweep pinned the {name} clock ({name}={setting}): "
