@@ -190,3 +190,41 @@ def test_resume_refuses_another_pin(board, tmp_path, fake_kernel_env, capsys):
                "--resume", "--emc", "max"])
     err = capsys.readouterr().err
     assert rc == 2 and "--emc max (the sweep has emc=none)" in err
+
+
+class GivesClocksBack(SleepExecutor):
+    """Like the fine-tuning harness: gives every clock back when its work ends."""
+
+    def run(self, spec, backend, sampler):
+        row = super().run(spec, backend, sampler)
+        backend.clocks.reset()
+        return row
+
+
+def test_an_executor_that_gives_the_clocks_back_leaves_no_end_reading(board, tmp_path, capsys):
+    backend = open_backend(io=board.io(), state_dir=tmp_path / "state")
+    plan = make_plan([WORKLOAD], [306.0], maxn=False)
+    ds = run_sweep(plan, backend, GivesClocksBack(seconds=0.01), tmp_path / "out", progress=False,
+                   lock_dir=tmp_path / "locks", cooldown=QUICK)
+    backend.close()
+    clocks = record(ds, "bert-small--sst2__f306__r0")["extras"]["clocks"]
+    assert clocks == {"start_mhz": {"emc": 3199.0, "cpu": 2201.6}, "end_mhz": None}
+    assert main(["doctor", "--dataset", str(ds.path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["summary"] == {"ok": 3, "warn": 0, "fail": 0}
+
+
+def test_a_fixed_run_whose_pin_moved_during_the_run_is_found_by_the_doctor(board, tmp_path, capsys):
+    class Clamped(SleepExecutor):  # a firmware clamp arrives mid-run: the locked EMC reads 2133
+        def run(self, spec, backend, sampler):
+            board.set_emc_ceiling(2133)
+            return super().run(spec, backend, sampler)
+
+    backend = open_backend(io=board.io(), state_dir=tmp_path / "state")
+    ds = run_sweep(make_plan([WORKLOAD], [306.0], maxn=False), backend, Clamped(seconds=0.01), tmp_path / "out",
+                   progress=False, lock_dir=tmp_path / "locks", cooldown=QUICK)
+    backend.close()
+    assert main(["doctor", "--dataset", str(ds.path), "--json"]) == 0
+    emc = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}["emc (dataset)"]
+    assert emc["status"] == "warn" and emc["detail"] == ("1 fixed runs ended at another emc clock than they started: "
+                                                         "bert-small--sst2__f306__r0 (3199 -> 2133 MHz)")

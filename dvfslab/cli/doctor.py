@@ -161,7 +161,7 @@ def dataset_report(path) -> list:
         except (OSError, ValueError):
             continue
         clocks = (rec.get("extras") or {}).get("clocks") or {}
-        start, end = clocks.get("start_mhz") or {}, clocks.get("end_mhz") or {}
+        start, end = clocks.get("start_mhz") or {}, clocks.get("end_mhz") or {}  # end None: not the run's
         for name in CLOCK_COLUMNS:
             a, b = start.get(name), end.get(name)
             if a is not None and b is not None and abs(a - b) >= 0.5 and rec["row"].get("policy") == "fixed":

@@ -127,7 +127,7 @@ def _jetson_lines(args, io) -> list[str]:
              f"power mode {d['power_mode'] or 'unknown (nvpmodel not found)'}",
              f"  GPU devfreq: {d['devfreq']} ({d['gpu']})",
              "  levels (MHz): " + " ".join(format_mhz(f) for f in d["levels_mhz"]),
-             "  clocks now: " + _state_line(clocks.state())] + _rule_lines(clocks)
+             "  clocks now: " + _state_line(clocks.state())] + _rule_lines(clocks) + _other_lines(clocks)
     if d["clock_writable"]:
         lines.append("  clock control: writable")
     else:

@@ -31,7 +31,7 @@ from dvfslab.hw.base import Backend
 from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import MEASURE_COLUMNS, Executor
-from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan
+from dvfslab.sweep.plan import FIXED, RunSpec, SweepError, SweepPlan
 from dvfslab.sweep.safety import SweepLock, board_lock_path, signals_as_interrupt
 from dvfslab.sweep.session import (
     Cooldown,
@@ -174,7 +174,7 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
             row["started_at"] = run_timestamp(backend)
             result = dict(executor.run(spec, backend, sampler))
             if clocks_at_start:
-                extras["clocks"] = {"start_mhz": clocks_at_start, "end_mhz": read_clocks(backend)}
+                extras["clocks"] = {"start_mhz": clocks_at_start, "end_mhz": end_clocks(backend, spec)}
         missing = [c for c in ("time_s", "energy_j")[: 1 + (backend.power is not None)]
                    if jsonable(result.get(c)) is None]
         if missing:
@@ -188,6 +188,15 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
     row.update({k: result[k] for k in MEASURE_COLUMNS if k in result})
     extras.update({k: v for k, v in result.items() if k not in MEASURE_COLUMNS})
     return jsonable(row), jsonable(extras)
+
+
+def end_clocks(backend: Backend, spec: RunSpec) -> dict | None:
+    """The other clocks read again when the executor returns, or None when that reading would
+    not be the run's: a fixed run whose GPU is no longer locked was given back by its executor
+    (the fine-tuning harness resets every clock when training ends, after its windows closed)."""
+    if spec.policy == FIXED and backend.clocks is not None and not backend.clocks.state().locked:
+        return None
+    return read_clocks(backend)
 
 
 def _check_levels(plan: SweepPlan, backend: Backend) -> None:
