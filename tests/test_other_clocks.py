@@ -18,7 +18,7 @@ import pytest
 from dvfslab.core.levels import UnsupportedFrequencyError
 from dvfslab.hw.base import DvfsError, FrequencyCappedError
 from dvfslab.hw.jetson.clocks import JetsonClocks
-from dvfslab.testing.fake_sysfs import build_board
+from dvfslab.testing.fake_sysfs import build_board, write_attr
 
 GPU = {"governor": "nvhost_podgov", "min_freq_hz": 306000000, "max_freq_hz": 1300500000}
 EMC_IDLE = {"rate_hz": 2133000000, "locked": 0}
@@ -206,6 +206,21 @@ def test_the_fakes_cpufreq_rules(board):
     assert (st["min"], st["max"]) == (1000000, 1036800)
     io.write(d / "scaling_max_freq", 9999999)  # above cpuinfo_max_freq: clamped
     assert board.cpu_state()["policy0"]["max"] == 2201600
+
+
+def test_the_hardwares_cpu_reading_decides_verified_unverified_or_failed(board, tmp_path):
+    c = clocks_for(board, tmp_path)
+    c.other_clocks()["cpu"].pin(1728)
+    cpus = c.other_clocks()["cpu"].impl  # the CpuClusters behind the pin
+    hw = board.policy_dir(4) / "cpuinfo_cur_freq"
+    write_attr(hw, 1700000)  # 28 MHz below: within 2 % of 1728 (34.56 MHz)
+    assert cpus.verify(1728000).status == "verified"
+    write_attr(hw, 1600000)  # 128 MHz below: an idle core's counters, unverified (not a failure)
+    check = cpus.verify(1728000)
+    assert check.status == "unverified" and check.why.startswith("policy4 (cpu4-7): cpuinfo_cur_freq reads 1600 MHz")
+    write_attr(hw, 1804800)  # above the pin: not locked, a failure
+    assert cpus.verify(1728000).status == "not-locked"
+    c.reset()
 
 
 def test_a_board_without_root_cannot_pin_the_cpus(board, tmp_path):
