@@ -254,3 +254,30 @@ def test_a_later_lock_adopts_the_originals_a_dead_process_saved(board, tmp_path)
     assert saved(c)["others"]["emc"] == {"mrq_rate_locked": 0, "rate_hz": 2133000000}
     c.reset()
     assert board.emc_state() == EMC_IDLE and gpu(board) == GPU
+
+
+# -- the commands ----------------------------------------------------------------------------
+def test_clocks_set_pins_all_three_and_restore_gives_them_back(board, tmp_path, fake_kernel_env, capsys):
+    from dvfslab.cli import main
+
+    root = ["--sysfs-root", str(board.root), "--state-dir", str(tmp_path / "state")]
+    assert main(["clocks", "--set", "612", "--emc", "2133", "--cpu", "max", *root]) == 0
+    out = capsys.readouterr().out
+    assert "EMC (memory clock) pinned at 2133 MHz; read back 2133 MHz (BPMP rate)" in out
+    assert "CPU clusters (cpufreq) pinned at 2201.6 MHz; read back 2201.6 MHz (cpuinfo_cur_freq)" in out
+    assert board.emc_state() == {"rate_hz": 2133000000, "locked": 1}
+    assert main(["clocks", "--restore", *root]) == 0
+    assert "and the cpu and emc clocks" in capsys.readouterr().out
+    assert gpu(board) == GPU and board.emc_state() == EMC_IDLE
+    assert limits(board) == {p: CPU_MAXN for p in ("policy0", "policy4", "policy8")}
+
+
+def test_clocks_set_with_a_refused_emc_leaves_nothing_pinned(board, tmp_path, fake_kernel_env, capsys):
+    from dvfslab.cli import main
+
+    board.set_power_mode(1)
+    rc = main(["clocks", "--set", "408", "--emc", "3199", "--sysfs-root", str(board.root),
+               "--state-dir", str(tmp_path / "state")])
+    assert rc == 2 and "above the EMC cap of 2133 MHz" in capsys.readouterr().err
+    assert board.state()["min_freq_hz"] == 306000000 and board.emc_state() == EMC_IDLE
+    assert not list((tmp_path / "state").glob("*.json"))

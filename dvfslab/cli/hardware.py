@@ -229,7 +229,11 @@ def run_clocks(args) -> int:
     if args.set is not None:
         st = clocks.lock(args.set, nearest=args.nearest)
         hz = round(st.cur_freq_mhz * 1e6)
-        others = pin_others(clocks, {"emc": args.emc, "cpu": args.cpu})
+        try:
+            others = pin_others(clocks, {"emc": args.emc, "cpu": args.cpu})
+        except BaseException:
+            clocks.reset()  # all or nothing: a refused --emc / --cpu leaves no GPU lock behind
+            raise
         print(f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz (min_freq = max_freq = {hz})"
               f"{_lock_check_line(clocks)}; originals saved in {clocks.state_file.path}; undo with "
               "`dvfslab clocks --restore`")
