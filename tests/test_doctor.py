@@ -3,7 +3,9 @@
 The board is the fake JetPack 6 AGX Orin read through the blocking fake INA3221
 (``dvfslab.testing.fake_ina``), so the sample runs on its virtual clock. Expected lines are
 written by hand from the fake's setup (build_board: MAXN, nvhost_podgov, 306-1300.5 MHz,
-thermal zone i at 40 + 0.5 i deg C, tj-thermal = zone 8 = 44.0 C) and the rules of
+thermal zone i at 40 + 0.5 i deg C, tj-thermal = zone 8 = 44.0 C; the EMC unlocked at 2133 of
+204 / 665.6 / 2133 / 3199 MHz, the CPU clusters' top level 2201.6 MHz, schedutil keeping the
+last rate within its limits) and the rules of
 docs/hardware.md; the sampler figures come from the INA3221 timing rule (tests/test_ina.py):
 a 4-rail sample is 2 immediate reads + 6 that wait a cycle, 2 x 0.2 + 6 x (cycle + 0.2) ms.
 """
@@ -38,7 +40,9 @@ ok    other readers: none (no tegrastats, no jtop.service)
 ok    thermal: tj-thermal 44.0 C, 55.0 C below its passive trip (99 C); no cooling cap on the GPU
 ok    sampler: SAMPLER
 ok    lock: 306 and 1300.5 MHz locked, BPMP counter read 306 and 1300.5 MHz; clocks restored (min 306, max 1300.5 MHz)
-summary: 11 ok, 0 warn, 0 fail
+ok    emc pin: EMC (memory clock) pinned at 3199 MHz, read back 3199 MHz (BPMP rate); restored, now 2133 MHz
+ok    cpu pin: CPU clusters (cpufreq) pinned at 2201.6 MHz, read back 2201.6 MHz (cpuinfo_cur_freq); restored, now 2201.6 MHz
+summary: 13 ok, 0 warn, 0 fail
 """
 SAMPLER = re.compile(r"achieved (\d+) Hz of 286 Hz requested over 2 s; one sample's reads take (\d+) ms \(max 41 ms\)")
 
@@ -81,9 +85,10 @@ def test_json_has_every_check_with_status_detail_and_fix(board, capsys):
     rc, out = doctor(capsys, board, "--json", "--no-lock")
     doc = json.loads(out)
     assert rc == 0 and doc["backend"] == "jetson" and doc["ok"] is True
-    assert doc["summary"] == {"ok": 10, "warn": 0, "fail": 0}
+    assert doc["summary"] == {"ok": 12, "warn": 0, "fail": 0}
     assert [c["name"] for c in doc["checks"]] == ["board", "power mode", "governor", "jetson_clocks", "rail-gating",
-                                                  "permissions", "sensors", "other readers", "thermal", "sampler"]
+                                                  "permissions", "sensors", "other readers", "thermal", "sampler",
+                                                  "emc pin", "cpu pin"]
     assert set(doc["checks"][0]) == {"name", "status", "detail", "fix"}
 
 
@@ -250,7 +255,8 @@ def h100(**kw) -> FakeGpu:
 def test_nvml_path_on_the_fake_pynvml(monkeypatch, capsys):
     gpu = h100()
     rc, c = nvml_doctor(monkeypatch, capsys, gpu)
-    assert rc == 0 and list(c) == ["gpu", "power source", "thermal", "sampler", "lock"]
+    assert rc == 0 and list(c) == ["gpu", "power source", "thermal", "sampler", "lock", "other clocks"]
+    assert "Jetson-only" in c["other clocks"]["detail"]
     assert c["gpu"]["detail"] == "NVML GPU 0: NVIDIA H100 80GB HBM3"
     assert c["power source"]["detail"] == "window energy from the driver's energy counter (mJ; Volta and newer)"
     assert c["thermal"]["detail"] == "no thermal or power slowdown reported (GPU idle)"

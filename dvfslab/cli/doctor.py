@@ -2,6 +2,7 @@
 
     dvfslab doctor [--backend {auto,jetson,nvml}] [--json] [--sample-s S] [--no-lock]
                    [--power-mode-ok] [--index N] [--sysfs-root DIR [--sysfs-io MODULE:CLASS]]
+    dvfslab doctor --dataset DIR [--json]
 
 Each line is ``ok``, ``warn`` or ``fail`` with what was found and, when not ok, the fix; the exit
 code is 1 when any line fails, else 0 (2 for an error such as a refused ``--sysfs-io``). The
@@ -9,7 +10,9 @@ checks are :mod:`dvfslab.hw.doctor` (Jetson) and :mod:`dvfslab.hw.doctor_nvml` (
 module adds the short power sample (``--sample-s`` seconds with the sampler's default period, on
 the board's clock, or on the virtual clock of an injected sysfs I/O class that carries one, as
 the blocking fake INA3221 does) and runs the lock test last: the lowest and the highest allowed
-level, restored afterwards through the clocks' own reset, also on SIGINT / SIGTERM.
+level, restored afterwards through the clocks' own reset, also on SIGINT / SIGTERM, then the
+other clocks (the memory clock and the CPU clusters: can they be pinned, does a pin hold).
+``--dataset DIR`` checks a past dataset instead: valid, and whether its other clocks wandered.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--power-mode-ok", action="store_true",
                    help="a power mode other than MAXN is a warning, not a failure (as sweep --power-mode-ok)")
     p.add_argument("--index", type=int, default=0, metavar="N", help="NVML GPU index (default 0)")
+    p.add_argument("--dataset", metavar="DIR",
+                   help="check a past dataset (or sweep directory) instead of the board: does it validate, and did "
+                        "the memory clock or the CPU clusters wander across (or during) its runs")
     hardware._common(p)
     p.set_defaults(func=run)
 
@@ -90,7 +96,7 @@ def _sampler_line(reader, t: TimeSource, seconds: float):
 
 def jetson_report(args, t: TimeSource | None = None, io=None) -> list:
     """The Jetson lines; ``io`` replaces the sysfs I/O of ``--sysfs-root`` / ``--sysfs-io``."""
-    from dvfslab.hw.doctor import check_lock, jetson_checks
+    from dvfslab.hw.doctor import check_lock, check_other_clocks, jetson_checks
     from dvfslab.hw.jetson.clocks import JetsonClocks
 
     io = io if io is not None else hardware._io(args)
@@ -102,11 +108,17 @@ def jetson_report(args, t: TimeSource | None = None, io=None) -> list:
             checks.append(_sampler_line(reader, t, args.sample_s))
         if not args.no_lock:
             checks.append(check_lock(clocks))
+        checks += check_other_clocks(clocks, try_pin=not args.no_lock)
     return checks
 
 
 def nvml_report(args, t: TimeSource | None = None, io=None) -> list:
-    from dvfslab.hw.doctor_nvml import nvml_checks, nvml_lock_check, open_session
+    from dvfslab.hw.doctor_nvml import (
+        check_other_clocks,
+        nvml_checks,
+        nvml_lock_check,
+        open_session,
+    )
 
     t = t or TimeSource()
     s = open_session(args.index)
@@ -115,6 +127,65 @@ def nvml_report(args, t: TimeSource | None = None, io=None) -> list:
         checks.append(_sampler_line(reader, t, args.sample_s))
     if not args.no_lock and checks[0].status != "fail":
         checks.append(nvml_lock_check(s))
+    if checks[0].status != "fail":
+        checks.append(check_other_clocks())
+    return checks
+
+
+def dataset_report(path) -> list:
+    """The lines of ``--dataset DIR``: the contract, then per other clock whether it wandered:
+    across the fixed runs (runs.csv, :func:`dvfslab.data.contract.clock_warnings`) and, in a sweep
+    directory, between the start and the end of a run (``runs/<run_id>.json`` extras.clocks)."""
+    import json
+    from pathlib import Path
+
+    from dvfslab.data.contract import (
+        CLOCK_COLUMNS,
+        DatasetError,
+        clock_warnings,
+        dataset_pins,
+        load_dataset,
+    )
+    from dvfslab.hw.doctor import Check
+
+    try:
+        ds = load_dataset(path)
+    except DatasetError as err:
+        return [Check("dataset", "fail", str(err), "fix the file named, or regenerate the dataset")]
+    checks = [Check("dataset", "ok", f"{path}: {ds.summary_line()}")]
+    warnings = clock_warnings(ds)
+    drifted: dict[str, list[str]] = {}
+    for rec_path in sorted(Path(path, "runs").glob("*.json")):
+        try:
+            rec = json.loads(rec_path.read_text())
+        except (OSError, ValueError):
+            continue
+        clocks = (rec.get("extras") or {}).get("clocks") or {}
+        start, end = clocks.get("start_mhz") or {}, clocks.get("end_mhz") or {}  # end None: not the run's
+        for name in CLOCK_COLUMNS:
+            a, b = start.get(name), end.get(name)
+            if a is not None and b is not None and abs(a - b) >= 0.5 and rec["row"].get("policy") == "fixed":
+                drifted.setdefault(name, []).append(f"{rec_path.stem} ({a:g} -> {b:g} MHz)")
+    pins = dataset_pins(ds.meta)
+    for name, col in CLOCK_COLUMNS.items():
+        title = f"{name} (dataset)"
+        mine = [w for w in warnings if col in w]
+        if name in drifted:
+            runs = drifted[name]
+            mine.append(f"{len(runs)} fixed runs ended at another {name} clock than they started: "
+                        + ", ".join(runs[:3]) + (" ..." if len(runs) > 3 else ""))
+        if col not in ds.runs.columns:
+            checks.append(Check(title, "ok" if pins.get(name) in (None, "none") else "warn",
+                                f"runs.csv has no {col}: the {name} clock was not recorded"
+                                + ("" if pins.get(name) in (None, "none") else f" although the plan pins it ({name}="
+                                   f"{pins[name]}): a backend that cannot read it"),
+                                f"record it: sweep on a Jetson as root (the {name} clock is read back every run)"))
+        elif mine:
+            checks.append(Check(title, "warn", "; ".join(mine),
+                                f"sweep again with --{name} max (the default) as root; check `dvfslab doctor` first"))
+        else:
+            checks.append(Check(title, "ok", f"{col} held one level over the fixed runs"
+                                + (f" (pinned: {name}={pins[name]})" if pins.get(name) not in (None, "none") else "")))
     return checks
 
 
@@ -149,7 +220,10 @@ def format_report(backend: str, checks: list) -> str:
 
 
 def run(args, t: TimeSource | None = None, io=None) -> int:
-    backend, checks = collect(args, t, io)
+    if getattr(args, "dataset", None):
+        backend, checks = f"dataset {args.dataset}", dataset_report(args.dataset)
+    else:
+        backend, checks = collect(args, t, io)
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         counts = {s: sum(c.status == s for c in checks) for s in ("ok", "warn", "fail")}

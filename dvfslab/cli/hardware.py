@@ -3,12 +3,13 @@
 * ``devices [--sysfs-root DIR [--sysfs-io MODULE:CLASS]]``: what this machine offers (board, JetPack, power mode
   and its GPU limits, GPU levels, the effective range and what limits it, rail-gating, whether the
   board is at its MAXN baseline, whether the clocks are writable, rails, load, temperatures, NVML, jtop).
-* ``clocks [--list | --set MHZ [--nearest] | --restore] [--sysfs-root DIR]``: ``--set`` pins
-  the GPU and leaves it pinned (originals kept in the state file); ``--restore`` puts the
-  originals back (also after a run killed by SIGKILL).
-* ``run --freq MHZ [--nearest] [--sysfs-root DIR] -- CMD ARGS...``: lock, run the command,
-  return its exit code, restore; on SIGINT/SIGTERM forward the signal to the command,
-  restore, and exit with 128 + signal number.
+* ``clocks [--list | --set MHZ [--nearest] [--emc MHZ|max] [--cpu MHZ|max] | --restore] [--sysfs-root DIR]``:
+  ``--set`` pins the GPU (and with ``--emc`` / ``--cpu`` the memory clock and the CPU clusters)
+  and leaves them pinned (originals kept in the state file); ``--restore`` puts the originals
+  back (also after a run killed by SIGKILL).
+* ``run --freq MHZ [--nearest] [--emc MHZ|max] [--cpu MHZ|max] [--sysfs-root DIR] -- CMD ARGS...``:
+  lock, run the command, return its exit code, restore; on SIGINT/SIGTERM forward the signal to
+  the command, restore, and exit with 128 + signal number.
 
 ``--sysfs-io MODULE:CLASS`` (default ``$DVFSLAB_SYSFS_IO``) injects another sysfs I/O class
 for a test tree (the fake kernel); it is refused with the real root ``/``.
@@ -47,15 +48,54 @@ def register(sub) -> None:
     g.add_argument("--set", type=float, metavar="MHZ", help="pin the GPU at this level (stays pinned)")
     g.add_argument("--restore", action="store_true", help="restore the clocks saved before the first change")
     p.add_argument("--nearest", action="store_true", help="with --set: snap to the nearest level")
+    pin_arguments(p, "with --set: ")
     _common(p)
     p.set_defaults(func=run_clocks)
 
     p = sub.add_parser("run", help="run a command with the GPU pinned, then restore the clocks")
     p.add_argument("--freq", type=float, required=True, metavar="MHZ", help="GPU level to lock")
     p.add_argument("--nearest", action="store_true", help="snap --freq to the nearest level")
+    pin_arguments(p)
     _common(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run_command)
+
+
+def pin_arguments(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--emc`` / ``--cpu`` (MHz or ``max``; absent: the clock is left to the board)."""
+    p.add_argument("--emc", metavar="MHZ|max", default=None,
+                   help=f"{prefix}also pin the memory clock (EMC) at this rate, or at the power mode's highest "
+                        "('max'); Jetson only, needs root (debugfs). Default: left to the board")
+    p.add_argument("--cpu", metavar="MHZ|max", default=None,
+                   help=f"{prefix}also pin every online CPU cluster at this level, or 'max'. Default: left to "
+                        "their governor")
+
+
+def pin_others(clocks: ClockControl, settings: dict) -> list[str]:
+    """Pin the other clocks named in ``settings`` (``{"emc": "max" | MHz | "none", ...}``, in the
+    order of :data:`~dvfslab.hw.base.OTHER_CLOCKS`) on ``clocks``; one line per clock for the user.
+    ``dvfslab govern`` can call it after its GPU lock. A clock the backend does not offer, or
+    cannot pin here, is a :class:`DvfsError` naming the fix; nothing is left pinned then."""
+    from dvfslab.hw.base import OTHER_CLOCKS, PIN_NONE, parse_pin, resolve_pin
+
+    lines = []
+    offered = clocks.other_clocks()
+    for name in OTHER_CLOCKS:
+        setting = parse_pin(settings.get(name), f"--{name}")
+        if setting is None or setting == PIN_NONE:
+            continue
+        clock = offered.get(name)
+        if clock is None:
+            raise DvfsError(f"--{name}: this backend cannot pin the {name} clock (pinning the EMC and the CPU "
+                            "clusters is Jetson-only)")
+        why_not = clock.support()
+        if why_not is not None:
+            raise DvfsError(f"--{name}: cannot pin the {clock.label}: {why_not}")
+        check = clock.pin(resolve_pin(clock, setting))
+        how = (f"read back {format_mhz(check.measured_mhz)} MHz ({check.source})" if check.verified
+               else check.why)
+        lines.append(f"{clock.label} pinned at {format_mhz(check.requested_mhz)} MHz; {how}")
+    return lines
 
 
 def _io(args):
@@ -87,7 +127,7 @@ def _jetson_lines(args, io) -> list[str]:
              f"power mode {d['power_mode'] or 'unknown (nvpmodel not found)'}",
              f"  GPU devfreq: {d['devfreq']} ({d['gpu']})",
              "  levels (MHz): " + " ".join(format_mhz(f) for f in d["levels_mhz"]),
-             "  clocks now: " + _state_line(clocks.state())] + _rule_lines(clocks)
+             "  clocks now: " + _state_line(clocks.state())] + _rule_lines(clocks) + _other_lines(clocks)
     if d["clock_writable"]:
         lines.append("  clock control: writable")
     else:
@@ -184,12 +224,21 @@ def run_devices(args) -> int:
 # -- clocks ---------------------------------------------------------------------------------
 def run_clocks(args) -> int:
     clocks = _clocks(args)
+    if args.set is None and (args.emc is not None or args.cpu is not None):
+        raise DvfsError("--emc / --cpu go with --set GPU_MHZ (e.g. `dvfslab clocks --set 612 --emc max`)")
     if args.set is not None:
         st = clocks.lock(args.set, nearest=args.nearest)
         hz = round(st.cur_freq_mhz * 1e6)
+        try:
+            others = pin_others(clocks, {"emc": args.emc, "cpu": args.cpu})
+        except BaseException:
+            clocks.reset()  # all or nothing: a refused --emc / --cpu leaves no GPU lock behind
+            raise
         print(f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz (min_freq = max_freq = {hz})"
               f"{_lock_check_line(clocks)}; originals saved in {clocks.state_file.path}; undo with "
               "`dvfslab clocks --restore`")
+        for line in others:
+            print(line)
         return 0
     if args.restore:
         saved = clocks.restore_saved()
@@ -199,16 +248,33 @@ def run_clocks(args) -> int:
             return 0
         if saved.pid != os.getpid() and _alive(saved.pid):
             print(f"warning: pid {saved.pid}, which changed the clocks, is still running", file=sys.stderr)
+        more = f", and the {' and '.join(sorted(saved.others))} clocks" if saved.others else ""
         print(f"restored governor {saved.governor}, min_freq {saved.min_freq_hz}, max_freq "
-              f"{saved.max_freq_hz}; clocks now: " + _state_line(clocks.state()))
+              f"{saved.max_freq_hz}{more}; clocks now: " + _state_line(clocks.state()))
         return 0
     st = clocks.state()
     print("levels (MHz): " + " ".join(format_mhz(f) for f in st.levels_mhz))
     print("now: " + _state_line(st))
     mode = clocks.power_mode()
     print(f"power mode: {mode.describe() if mode else 'unknown (nvpmodel not found)'}")
-    print("\n".join(line.strip() for line in _rule_lines(clocks)))
+    print("\n".join(line.strip() for line in _rule_lines(clocks) + _other_lines(clocks)))
     return 0
+
+
+def _other_lines(clocks) -> list[str]:
+    """One line per other clock: now, its levels and the mode's highest, or why it cannot be pinned."""
+    lines = []
+    for clock in clocks.other_clocks().values():
+        now = clock.read_mhz()
+        now_txt = "unreadable" if now is None else f"{format_mhz(now)} MHz"
+        why_not = clock.support()
+        if why_not is not None:
+            lines.append(f"  {clock.label}: {now_txt}; cannot be pinned here: {why_not}")
+            continue
+        levels = " ".join(format_mhz(f) for f in clock.levels_mhz())
+        lines.append(f"  {clock.label}: {now_txt}; levels (MHz): {levels}; the power mode allows up to "
+                     f"{format_mhz(clock.max_allowed_mhz())} MHz")
+    return lines
 
 
 def _alive(pid: int) -> bool:
@@ -279,6 +345,8 @@ def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
         else:
             st = clocks.lock(args.freq, nearest=args.nearest)
             what = f"GPU locked at {format_mhz(st.cur_freq_mhz)} MHz{_lock_check_line(clocks)}"
+        others = pin_others(clocks, {"emc": getattr(args, "emc", None), "cpu": getattr(args, "cpu", None)})
+        what += "".join(f"; {line}" for line in others)
         locked = True
         print(f"{prog}: {what}; running: {' '.join(cmd)}", file=sys.stderr, flush=True)
         try:

@@ -34,6 +34,12 @@ def register(sub) -> None:
                    help="run order (default interleaved: a Williams design per repetition)")
     p.add_argument("--seed", type=int, help="seed of the shuffled order and of the simulated board's noise "
                                             "(default 0; with --resume, the sweep's own)")
+    p.add_argument("--emc", metavar="MHZ|max|none",
+                   help="the memory clock (EMC) during the fixed runs: a rate in MHz, 'max' (the power mode's "
+                        "highest, the default) or 'none' (left to the board); MAXN runs always leave it alone. "
+                        "Jetson only: skipped on other backends unless a rate is given")
+    p.add_argument("--cpu", metavar="MHZ|max|none",
+                   help="the CPU clusters' clock during the fixed runs, as --emc (default max)")
     p.add_argument("--steps", type=int, help="measured training steps per run (default 100)")
     p.add_argument("--warmup-steps", type=int, help="unmeasured steps before each window (default 10)")
     p.add_argument("--step-rows", type=int, default=50, metavar="N",
@@ -178,13 +184,21 @@ def _plan_option(args, key: str):
     return PLAN_DEFAULTS[key] if value is None else value
 
 
+def pin_options(args) -> dict:
+    """``--emc`` / ``--cpu`` as given (only those given: a plan fills in its defaults)."""
+    from dvfslab.hw.base import parse_pin
+
+    return {name: parse_pin(getattr(args, name, None), f"--{name}") for name in ("emc", "cpu")
+            if getattr(args, name, None) is not None}
+
+
 def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None):
     """The plan of ``--workloads ...`` (None with only ``--resume``: the stored plan is run)."""
     from dvfslab.sweep.plan import make_plan
 
     if args.workloads:
         return make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels_mhz),
-                         maxn=not args.no_maxn, board_kind=board_kind,
+                         maxn=not args.no_maxn, board_kind=board_kind, pins=pin_options(args),
                          **{k: _plan_option(args, k) for k in PLAN_DEFAULTS})
     if not args.resume:
         raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
@@ -209,6 +223,12 @@ def _refuse_plan_changes(args, levels_mhz: list[float]) -> None:
                            f"{' '.join(f'{f:g}' for f in stored['levels_mhz'])})")
     if args.no_maxn and stored["maxn"]:
         changed.append("--no-maxn (the sweep has MAXN runs)")
+    from dvfslab.sweep.plan import LEGACY_PINS, normalize_pins
+
+    stored_pins = dict(normalize_pins(stored.get("pins", dict(LEGACY_PINS))))
+    for name, value in pin_options(args).items():
+        if dict(normalize_pins({name: value}))[name] != stored_pins[name]:
+            changed.append(f"--{name} {value} (the sweep has {name}={stored_pins[name]})")
     if changed:
         raise DvfsError(f"{os.path.join(args.out, 'plan.json')}: {'; '.join(changed)}: a resumed sweep keeps "
                         "its plan, so that every run of the dataset is measured the same way; resume with "

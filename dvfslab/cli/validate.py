@@ -10,8 +10,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dvfslab.data.contract import load_dataset
+    """Exit 0 for a valid dataset (its warnings printed to stderr: other clocks that wandered),
+    2 for an invalid one."""
+    import sys
+
+    from dvfslab.data.contract import clock_warnings, load_dataset
 
     ds = load_dataset(args.path)
     print(ds.summary_line())
+    for line in clock_warnings(ds):
+        print(f"warning: {line}", file=sys.stderr)
     return 0

@@ -17,6 +17,17 @@ from dataclasses import dataclass
 
 #: the BPMP's counter of the GPU (GPC) clock in debugfs, Hz (read by tegrastats and jetson-stats)
 GPC_PTO_COUNTER = "sys/kernel/debug/bpmp/debug/clk/nafll_gpc0/pto_counter"
+#: the BPMP's debugfs clock of the memory controller (EMC): ``rate``, ``min_rate``, ``max_rate``
+#: (Hz) and ``mrq_rate_locked`` (1: the rate is held by debugfs, 0: the BPMP's DVFS chooses it);
+#: root only, as jetson_clocks and jetson-stats use it (docs/hardware.md, "Other clocks")
+EMC_CLK_DIR = "sys/kernel/debug/bpmp/debug/clk/emc"
+#: the EMC rates the BPMP offers (kHz, space separated; *unverified* on every release)
+EMC_POSSIBLE_RATES = "sys/kernel/debug/bpmp/debug/emc/possible_rates"
+#: the EMC cap nvpmodel writes for a power mode (Hz; 0: no cap)
+EMC_ISO_CAP = "sys/kernel/nvpmodel_emc_cap/emc_iso_cap"
+#: the AGX Orin's EMC levels (MHz) when the board does not list them: tegrastats ``EMC_FREQ``
+#: readings of AGX Orin boards (docs/calibration.md; *unverified* as a complete table)
+ORIN_EMC_LEVELS_MHZ = (204.0, 665.6, 2133.0, 3199.0)
 #: a devfreq node named ``<address>.gpu`` is the GPU whatever the family (JetPack 6, Nano)
 GENERIC_GPU_NAMES = ("gpu",)
 #: words of an NVML device name that mark a Jetson's integrated GPU, whatever the family
@@ -56,6 +67,7 @@ class BoardFamily:
     levels_mhz: tuple[float, ...] = ()
     nvml_words: tuple[str, ...] = ()  # lower-case words of NVML's name for its GPU
     verified: bool = False
+    emc_levels_mhz: tuple[float, ...] = ()  # EMC levels when the board does not list them
 
     @property
     def rails(self) -> tuple[str, ...]:
@@ -78,7 +90,7 @@ FAMILIES: tuple[BoardFamily, ...] = (
                 rail_layout=(("1-0040", ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0")),
                              ("1-0041", (None, "VDDQ_VDD2_1V8AO", None))),
                 gpu_load_paths=(LOAD_JP45, LOAD_JP6, LOAD_PLATFORM), levels_mhz=ORIN_LEVELS_MHZ,
-                nvml_words=("orin",), verified=True),
+                nvml_words=("orin",), verified=True, emc_levels_mhz=ORIN_EMC_LEVELS_MHZ),
     BoardFamily("Orin NX / Orin Nano", ("orin nx", "orin nano"), ("VDD_CPU_GPU_CV", "VDD_SOC"),
                 (("35", "5"), ("36", "6")),
                 models=("NVIDIA Jetson Orin NX Engineering Reference Developer Kit",),
@@ -150,12 +162,19 @@ def tegra_words() -> tuple[str, ...]:
     return _union(list(GENERIC_TEGRA_WORDS) + [w for fam in FAMILIES for w in fam.nvml_words])
 
 
+def emc_levels_mhz(model: str | None) -> tuple[float, ...]:
+    """The EMC levels of the family ``model`` names (empty when unknown)."""
+    fam = family_for_model(model)
+    return fam.emc_levels_mhz if fam is not None else ()
+
+
 def bpmp_counter(model: str | None) -> str:
     """The GPU clock counter of the family ``model`` names (the GPC counter when unknown)."""
     fam = family_for_model(model)
     return fam.bpmp_counter if fam is not None else GPC_PTO_COUNTER
 
 
-__all__ = ["FAMILIES", "GPC_PTO_COUNTER", "ORIN_LEVELS_MHZ", "XAVIER_LEVELS_MHZ", "BoardFamily",
-           "bpmp_counter", "families", "family_for_model", "family_named", "gpu_devfreq_names",
+__all__ = ["EMC_CLK_DIR", "EMC_ISO_CAP", "EMC_POSSIBLE_RATES", "FAMILIES", "GPC_PTO_COUNTER",
+           "ORIN_EMC_LEVELS_MHZ", "ORIN_LEVELS_MHZ", "XAVIER_LEVELS_MHZ", "BoardFamily", "bpmp_counter",
+           "emc_levels_mhz", "families", "family_for_model", "family_named", "gpu_devfreq_names",
            "gpu_load_paths", "gpu_node_prefixes", "l4t_to_jetpack", "tegra_words"]

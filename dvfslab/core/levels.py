@@ -23,11 +23,11 @@ SAME_LEVEL_MHZ = 0.5
 class UnsupportedFrequencyError(DvfsError, ValueError):
     """The requested frequency is not one of the board's levels."""
 
-    def __init__(self, freq_mhz: float, levels_mhz: Sequence[float], hint: str = ""):
+    def __init__(self, freq_mhz: float, levels_mhz: Sequence[float], hint: str = "", what: str = "a GPU level"):
         self.freq_mhz = float(freq_mhz)
         self.levels_mhz = tuple(float(f) for f in levels_mhz)
         levels = ", ".join(format_mhz(f) for f in self.levels_mhz)
-        msg = f"{format_mhz(freq_mhz)} MHz is not a GPU level of this board; levels (MHz): {levels}"
+        msg = f"{format_mhz(freq_mhz)} MHz is not {what} of this board; levels (MHz): {levels}"
         super().__init__(msg + (f". {hint}" if hint else ""))
 
 
@@ -46,11 +46,13 @@ def snap_mhz(freq_mhz: float, levels_mhz: Sequence[float]) -> float:
     return float(min(levels_mhz, key=lambda level: (abs(float(level) - f), -float(level))))
 
 
-def check_level(freq_mhz: float, levels_mhz: Sequence[float], *, nearest: bool = False) -> float:
-    """Return the level for a request: exact match (within 0.5 MHz), or snapped if ``nearest``."""
+def check_level(freq_mhz: float, levels_mhz: Sequence[float], *, nearest: bool = False,
+                hint: str = "Pick one of these (or use --nearest).", what: str = "a GPU level") -> float:
+    """Return the level for a request: exact match (within 0.5 MHz), or snapped if ``nearest``;
+    ``what`` and ``hint`` word the error for another clock (``"an EMC rate"``)."""
     for f in levels_mhz:
         if abs(float(f) - float(freq_mhz)) < SAME_LEVEL_MHZ:
             return float(f)
     if nearest:
         return snap_mhz(freq_mhz, levels_mhz)
-    raise UnsupportedFrequencyError(freq_mhz, levels_mhz, "Pick one of these (or use --nearest).")
+    raise UnsupportedFrequencyError(freq_mhz, levels_mhz, hint, what)

@@ -83,7 +83,15 @@ RUN_COLUMNS: dict[str, str] = {
 # meta.json "boards"); ``energy_board_j``: the energy of every rail of the board (on AGX Orin
 # VDD_GPU_SOC + VDD_CPU_CV + VIN_SYS_5V0 + VDDQ_VDD2_1V8AO) beside the CPU+GPU ``energy_j``.
 # Datasets without these columns still load.
-RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?", "board_id": "str?", "energy_board_j": "float?"}
+#
+# ``emc_freq_mhz`` / ``cpu_freq_mhz``: the memory clock and the CPU clusters' clock as read back
+# from the board right after the run's policy was set (a sweep records them when the backend can
+# read them, pinned or not: docs/sweep.md, "The other clocks"); positive when given. A joint
+# sweep over several knobs reuses them as the knobs' columns.
+RUN_EXTRA_COLUMNS: dict[str, str] = {"error": "str?", "board_id": "str?", "energy_board_j": "float?",
+                                     "emc_freq_mhz": "float?", "cpu_freq_mhz": "float?"}
+#: the other clocks' runs.csv columns, by clock name
+CLOCK_COLUMNS: dict[str, str] = {"emc": "emc_freq_mhz", "cpu": "cpu_freq_mhz"}
 STEP_COLUMNS: dict[str, str] = {
     "run_id": "str",
     "step": "int",
@@ -338,6 +346,12 @@ def _validate_runs(ds: Dataset) -> None:
     _validate_measures(rpath, runs, energy_measured=ds.meta.get("energy_measured", True))
     _validate_levels(ds)
     _validate_boards(ds)
+    for col in CLOCK_COLUMNS.values():
+        if col in runs.columns:
+            v = runs[col]
+            if (row := _first((v <= 0) | np.isinf(v.fillna(1.0)))) is not None:
+                raise DatasetError(rpath, f"{col} must be a positive finite clock in MHz, got {v.iloc[row - 1]}",
+                                   column=col, row=row, fix="leave the cell empty when the clock was not read")
 
 
 def _validate_measures(rpath: Path, runs: pd.DataFrame, *, energy_measured: bool) -> None:
@@ -386,6 +400,42 @@ def _validate_boards(ds: Dataset) -> None:
     if (row := _first(ids.notna() & ~ids.isin(set(boards)))) is not None:
         raise DatasetError(rpath, f"board_id {ids.iloc[row - 1]!r} is not described in meta.json boards",
                            column="board_id", row=row, fix="add the board to meta.json boards or fix the id")
+
+
+def dataset_pins(meta: Mapping) -> dict[str, str | float]:
+    """What a sweep's fixed runs did with the other clocks (meta.json ``sweep.plan.pins``:
+    ``"max"``, ``"none"`` or MHz per clock); empty when the dataset does not say."""
+    plan = (meta.get("sweep") or {}).get("plan") or {}
+    return dict(plan.get("pins") or {})
+
+
+def clock_warnings(ds: Dataset) -> list[str]:
+    """Lines warning that a dataset's other clocks wandered across its fixed runs: a pinned clock
+    read back at more than one level (the pin did not hold), or a clock left to the board read at
+    several (its level then differs from run to run and mixes into every comparison of levels).
+    Readings within 0.5 MHz are one level. Empty when nothing wandered or nothing was recorded."""
+    rpath, pins, out = ds.path / "runs.csv", dataset_pins(ds.meta), []
+    fixed = ds.ok_runs()[ds.ok_runs()["policy"] == "fixed"]
+    for name, col in CLOCK_COLUMNS.items():
+        if col not in fixed.columns:
+            continue
+        values = fixed[col].dropna().astype(float)
+        if values.empty:
+            continue
+        ordered = sorted(float(v) for v in values)
+        n_levels = 1 + sum(b - a >= 0.5 for a, b in zip(ordered, ordered[1:], strict=False))
+        if n_levels < 2:
+            continue
+        span = f"{ordered[0]:g}-{ordered[-1]:g} MHz ({n_levels} levels over {len(values)} fixed runs)"
+        setting = pins.get(name)
+        if setting not in (None, "none"):
+            out.append(f"{rpath}: {col} reads {span} although the sweep pinned the {name} clock ({name}={setting}): "
+                       "the pin did not hold in every run; see the runs' lock checks (runs/<run_id>.json, extras.pins)")
+        else:
+            out.append(f"{rpath}: the {name} clock was left to the board and wandered: {col} reads {span}; its "
+                       f"level mixes into every comparison of levels. Sweep again with it pinned (--{name} max, the "
+                       "default)")
+    return out
 
 
 def _validate_steps(spath: Path, steps: pd.DataFrame, runs: pd.DataFrame) -> None:

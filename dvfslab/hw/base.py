@@ -204,6 +204,81 @@ class ClockControl(Protocol):
         pending or this backend keeps no such state."""
         return None
 
+    def other_clocks(self) -> Mapping[str, PinnedClock]:
+        """The clocks besides the GPU's that this backend can pin, by name (:data:`OTHER_CLOCKS`:
+        ``"emc"`` the memory clock, ``"cpu"`` the CPU clusters). Empty on a backend that pins
+        none (NVML). Each is released with the GPU by :meth:`reset`."""
+        return {}
+
+
+#: the clocks besides the GPU's a sweep may pin, in the order they are pinned (runs.csv
+#: ``<name>_freq_mhz``)
+OTHER_CLOCKS = ("emc", "cpu")
+#: what a pin setting may say besides a number (MHz): the power mode's highest level, or
+#: leave the clock to the board's own governor
+PIN_MAX, PIN_NONE = "max", "none"
+
+
+@runtime_checkable
+class PinnedClock(Protocol):
+    """One clock besides the GPU's that a backend can pin at a level and read back (Jetson: the
+    EMC through the BPMP's debugfs, the CPU clusters through cpufreq).
+
+    ``support()`` says why it cannot be pinned here (None: it can); :meth:`pin` refuses a level
+    above the power mode's cap before anything is written, pins, reads back and verifies (the
+    one :func:`lock_status` rule), restores and raises :class:`FrequencyCappedError` when the
+    clock does not hold the level. The owning :class:`ClockControl` releases it with the GPU
+    (``reset``), through the same saved state.
+    """
+
+    name: str
+    label: str
+
+    def support(self) -> str | None:
+        """None when this clock can be pinned here, else why not (and the fix), in words."""
+        return None
+
+    def levels_mhz(self) -> list[float]:
+        """The levels this clock offers, ascending (MHz)."""
+        ...
+
+    def max_allowed_mhz(self) -> float:
+        """The highest level the current power mode allows (what ``max`` pins)."""
+        ...
+
+    def read_mhz(self) -> float | None:
+        """The clock now, read back from the device (None: not readable here)."""
+        ...
+
+    def pin(self, freq_mhz: float) -> LockCheck:
+        """Pin the clock at one of its levels; return what was read back."""
+        ...
+
+
+def resolve_pin(clock: PinnedClock, setting: float | str) -> float:
+    """The level a pin setting asks for: ``"max"`` -> :meth:`PinnedClock.max_allowed_mhz`,
+    a number -> itself (checked by :meth:`PinnedClock.pin`)."""
+    if setting == PIN_MAX:
+        return clock.max_allowed_mhz()
+    return float(setting)
+
+
+def parse_pin(text: str | float | None, option: str) -> float | str | None:
+    """A ``--emc`` / ``--cpu`` value: ``max``, ``none`` or MHz (None stays None: not given)."""
+    if text is None or isinstance(text, (int, float)):
+        return None if text is None else float(text)
+    word = str(text).strip().lower()
+    if word in (PIN_MAX, PIN_NONE):
+        return word
+    try:
+        value = float(word)
+    except ValueError:
+        raise DvfsError(f"{option} {text!r}: give MHz (e.g. 2133), 'max' (the power mode's highest level) "
+                        "or 'none' (leave the clock to the board)") from None
+    if not value > 0:
+        raise DvfsError(f"{option} {text!r}: a clock must be positive MHz")
+    return value
+
 
 @runtime_checkable
 class PowerReader(Protocol):

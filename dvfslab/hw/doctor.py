@@ -4,7 +4,9 @@ Each check is a small function returning a :class:`Check` (name, status ``ok`` /
 ``fail``, what was found, and the fix). :func:`jetson_checks` runs the Jetson ones in order
 (board, power mode, governor, jetson_clocks, rail-gating, permissions, sensors, other readers,
 thermal headroom) and :func:`check_lock` locks the lowest and the highest allowed level, checks
-each with the BPMP counter and always restores the clocks through the clocks' own ``reset``.
+each with the BPMP counter and always restores the clocks through the clocks' own ``reset``;
+:func:`check_other_clocks` says whether the memory clock and the CPU clusters can be pinned and
+pins each at the power mode's highest level, read back, then restored.
 The sampler check evaluates the stats of a short sample taken by the caller
 (:func:`check_sampler`; the sampling itself is ``measure``'s, one room to the right). The NVML
 checks are in :mod:`dvfslab.hw.doctor_nvml`. The rules and their sources: docs/hardware.md.
@@ -272,6 +274,49 @@ def check_lock(clocks: JetsonClocks) -> Check:
     return Check("lock", "warn", f"{asked} MHz locked (cur_freq followed) but {why}; {restored}", ROOT_FIX)
 
 
+# -- the other clocks ----------------------------------------------------------------------
+PIN_CHECK_NAMES = {"emc": "emc pin", "cpu": "cpu pin"}
+
+
+def check_other_clocks(clocks: JetsonClocks, *, try_pin: bool = True) -> list[Check]:
+    """One line per other clock (EMC, CPU clusters): whether a sweep can pin it here, and with
+    ``try_pin`` whether a pin at the power mode's highest level holds when read back (restored
+    through the clocks' own reset, always)."""
+    out = []
+    for name, clock in clocks.other_clocks().items():
+        title = PIN_CHECK_NAMES.get(name, f"{name} pin")
+        why_not = clock.support()
+        now = clock.read_mhz()
+        now_txt = "unreadable" if now is None else f"now {format_mhz(now)} MHz"
+        if why_not is not None:
+            out.append(Check(title, "warn", f"{clock.label} cannot be pinned here ({now_txt}): {why_not}",
+                             f"a sweep pins it by default: run it as root, or pass --{name} none (the clock then "
+                             "wanders; `dvfslab doctor --dataset DIR` shows by how much)"))
+            continue
+        top = clock.max_allowed_mhz()
+        detail = f"{clock.label} can be pinned ({now_txt}; the power mode allows up to {format_mhz(top)} MHz)"
+        if not try_pin or clocks.state_file.load() is not None:
+            out.append(_ok(title, detail + ("" if not try_pin else "; pin not tried: a state file is pending")))
+            continue
+        try:
+            check = clock.pin(top)
+        except DvfsError as err:
+            out.append(Check(title, "fail", f"{clock.label}: pin at {format_mhz(top)} MHz failed: {err}",
+                             f"a sweep would fail there too: pass --{name} with a lower level, or --{name} none"))
+            continue
+        finally:
+            clocks.reset()
+        restored = clock.read_mhz()
+        back = "" if restored is None else f"; restored, now {format_mhz(restored)} MHz"
+        if check.verified:
+            out.append(_ok(title, f"{clock.label} pinned at {format_mhz(top)} MHz, read back "
+                                  f"{format_mhz(check.measured_mhz)} MHz ({check.source}){back}"))
+        else:
+            out.append(Check(title, "warn", f"{clock.label} pinned at {format_mhz(top)} MHz but {check.why}{back}",
+                             ROOT_FIX))
+    return out
+
+
 def jetson_checks(io: SysfsIO, clocks: JetsonClocks, clock, *, power_mode_ok: bool = False
                   ) -> tuple[list[Check], JetsonPowerReader | None]:
     """Every Jetson check but the sampler and the lock (which change or take time), in order."""
@@ -282,6 +327,6 @@ def jetson_checks(io: SysfsIO, clocks: JetsonClocks, clock, *, power_mode_ok: bo
 
 
 __all__ = ["Check", "MIN_HEADROOM_C", "MIN_SAMPLER_HZ", "STATUSES", "check_board", "check_governor",
-           "check_jetson_clocks", "check_lock", "check_other_readers", "check_permissions",
+           "check_jetson_clocks", "check_lock", "check_other_clocks", "check_other_readers", "check_permissions",
            "check_power_mode", "check_railgate", "check_sampler", "check_thermal", "jetson_checks",
            "lock_targets_mhz", "open_reader", "railgate_rule", "udev_fix"]

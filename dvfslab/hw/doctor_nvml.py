@@ -98,6 +98,13 @@ def nvml_checks(s: _Nvml, clock: Callable[[], float] | None = None) -> tuple[lis
     return checks + [check_slowdown(s)], reader
 
 
+def check_other_clocks() -> Check:
+    """EMC and CPU pinning is the Jetson backend's: on NVML a sweep leaves the memory clock to
+    the driver and the host CPU to its governor (``--emc`` / ``--cpu`` with a rate are refused)."""
+    return Check("other clocks", "ok", "memory clock and CPU left as they are: pinning them is Jetson-only "
+                 "(--emc / --cpu max are skipped here; NVML's nvmlDeviceSetMemoryLockedClocks is not used)")
+
+
 def nvml_lock_check(s: _Nvml) -> Check:
     """The lock line (run last: it changes the clocks for a moment)."""
     if is_tegra(s.name):
@@ -114,5 +121,6 @@ def open_session(index: int = 0) -> _Nvml:
     return _Nvml(index)
 
 
-__all__ = ["check_energy_source", "check_gpu", "check_lock", "check_slowdown", "nvml_checks", "nvml_lock_check",
+__all__ = ["check_energy_source", "check_gpu", "check_lock", "check_other_clocks", "check_slowdown", "nvml_checks",
+           "nvml_lock_check",
            "open_session"]

@@ -17,6 +17,8 @@ from dvfslab.hw.base import (
     ClockControl,
     ClockState,
     DvfsError,
+    LockCheck,
+    PinnedClock,
     PowerReader,
     PowerSample,
     Telemetry,
@@ -27,11 +29,46 @@ from dvfslab.sim.board import SimBoard, TickStates
 __all__ = ["SimBackend", "SimClocks", "SimPowerReader", "SimTelemetry", "open_backend", "sim_board"]
 
 
+class SimPinnedClock(PinnedClock):
+    """A clock the twin accepts a pin for but does not model as pinned (its physics keep their
+    own EMC level and CPU clock): a pin is checked against the profile's levels and the power
+    mode's cap, held as requested and reported *unverified*; nothing is read back."""
+
+    def __init__(self, board: SimBoard, name: str):
+        self.board, self.name = board, name
+        self.label = {"emc": "EMC (memory clock, simulated)", "cpu": "CPU clusters (simulated)"}[name]
+        self.pinned_mhz: float | None = None
+
+    def levels_mhz(self) -> list[float]:
+        p = self.board.profile
+        return list(p.emc_levels_mhz) if self.name == "emc" else []  # the twin has no CPU table
+
+    def max_allowed_mhz(self) -> float:
+        p, mode = self.board.profile, self.board.mode
+        cap = p.emc_cap_mhz(mode) if self.name == "emc" else (mode.cpu_max_mhz or p.cpu_fmax_mhz)
+        return max([f for f in self.levels_mhz() if f <= cap + 1e-6] or [cap])
+
+    def read_mhz(self) -> float | None:
+        return None
+
+    def pin(self, freq_mhz: float) -> LockCheck:
+        top = self.max_allowed_mhz()
+        if freq_mhz > top + 0.5:
+            raise DvfsError(f"{self.label}: {freq_mhz:g} MHz is above {top:g} MHz, the power mode's cap")
+        self.pinned_mhz = float(freq_mhz)
+        return LockCheck(float(freq_mhz), None, "unverified",
+                         f"the simulated board does not model a pinned {self.name} clock; its physics keep their own")
+
+
 class SimClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` of a :class:`SimBoard`."""
 
     def __init__(self, board: SimBoard):
         self.board = board
+        self._others = {name: SimPinnedClock(board, name) for name in ("emc", "cpu")}
+
+    def other_clocks(self) -> dict[str, SimPinnedClock]:
+        return dict(self._others)
 
     def levels_mhz(self) -> list[float]:
         return list(self.board.profile.levels_mhz)
@@ -48,6 +85,8 @@ class SimClocks(ClockControl):
 
     def reset(self) -> None:
         self.board.unlock()
+        for clock in self._others.values():
+            clock.pinned_mhz = None
 
 
 class SimPowerReader(PowerReader):

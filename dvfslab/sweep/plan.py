@@ -3,6 +3,10 @@
 A plan is workloads × levels × repetitions (+ MAXN baseline runs). Run ids depend only on the
 cell (workload, policy, level, repetition), never on the order or the seed, so a resumed sweep
 finds exactly the runs it still has to do. The orders are described in :func:`order_cells`.
+
+A plan also says what happens to the clocks besides the GPU's during its fixed runs
+(``pins``: the memory clock and the CPU clusters, each ``"max"``, ``"none"`` or MHz; by default
+both at the power mode's maximum, see docs/sweep.md); MAXN runs leave every clock to the board.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from dvfslab.core.levels import format_mhz
 FIXED, MAXN = "fixed", "maxn"
 ORDERS = ("sequential", "shuffled", "interleaved")
 PLAN_VERSION = 1
+#: what a sweep's fixed runs do with the other clocks unless told otherwise: pin each at the
+#: power mode's highest level (docs/sweep.md, "The other clocks")
+DEFAULT_PINS = (("emc", "max"), ("cpu", "max"))
+#: what a plan.json written before pins existed did: left them to the board
+LEGACY_PINS = (("emc", "none"), ("cpu", "none"))
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,8 @@ class RunSpec:
     rep: int
     steps: int
     warmup_steps: int
+    #: the other clocks to pin for this run: (name, "max" | MHz) pairs; empty: left to the board
+    pins: tuple[tuple[str, float | str], ...] = ()
 
     @property
     def level_label(self) -> str:
@@ -107,6 +118,7 @@ class SweepPlan:
     warmup_steps: int = 10
     board_kind: str | None = None  # a fleet sweep's board kind (dvfslab.sweep.board.kind_id)
     runs: tuple[RunSpec, ...] = field(default=(), compare=False)
+    pins: tuple[tuple[str, float | str], ...] = DEFAULT_PINS  # the fixed runs' other clocks
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -118,6 +130,7 @@ class SweepPlan:
         if d["board_kind"] is None:  # single-board sweeps: plan.json as before fleets existed
             d.pop("board_kind")
         d["workloads"], d["levels_mhz"] = list(self.workloads), list(self.levels_mhz)
+        d["pins"] = dict(self.pins)
         return d
 
     def to_json(self) -> dict:
@@ -131,7 +144,7 @@ class SweepPlan:
                              f"(this dvfslab writes {PLAN_VERSION})")
         keys = ("reps", "maxn", "order", "seed", "steps", "warmup_steps")
         plan = make_plan(obj["workloads"], obj["levels_mhz"], **{k: obj[k] for k in keys},
-                         board_kind=obj.get("board_kind"))
+                         board_kind=obj.get("board_kind"), pins=obj.get("pins", dict(LEGACY_PINS)))
         if [r.run_id for r in plan.runs] != list(obj.get("run_ids", [])):
             raise SweepError(f"{path}: stored run order differs from the one this dvfslab plans; "
                              "finish the sweep with the dvfslab version that started it, or start a new --out")
@@ -145,13 +158,39 @@ class SweepPlan:
         return "; ".join(diffs) or "run order"
 
 
+def normalize_pins(pins: Mapping[str, float | str | None] | Sequence | None) -> tuple[tuple[str, float | str], ...]:
+    """``{"emc": "max", "cpu": 1728}`` -> the plan's pins in :data:`DEFAULT_PINS` order (a clock
+    not named keeps its default; ``"none"`` is kept, so the plan says it was left alone)."""
+    given = dict(pins or {})
+    unknown = sorted(set(given) - {n for n, _ in DEFAULT_PINS})
+    if unknown:
+        raise SweepError(f"unknown clock(s) to pin: {', '.join(unknown)}; known: "
+                         f"{', '.join(n for n, _ in DEFAULT_PINS)}")
+    out = []
+    for name, default in DEFAULT_PINS:
+        value = given.get(name, default)
+        value = default if value is None else value
+        if isinstance(value, str) and value not in ("max", "none"):
+            try:
+                value = float(value)
+            except ValueError:
+                raise SweepError(f"pin {name}={value!r}: give 'max', 'none' or MHz") from None
+        out.append((name, float(value) if not isinstance(value, str) else value))
+    return tuple(out)
+
+
 def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: int = 1,
               maxn: bool = True, order: str = "interleaved", seed: int = 0, steps: int = 100,
-              warmup_steps: int = 10, board_kind: str | None = None) -> SweepPlan:
+              warmup_steps: int = 10, board_kind: str | None = None,
+              pins: Mapping[str, float | str | None] | None = None) -> SweepPlan:
     """Plan a sweep; run ids depend only on (workload, policy, level, rep), so resume is exact.
 
     ``board_kind``: for a fleet sweep, the kind of board it runs on (:func:`dvfslab.sweep.board.kind_id`).
+    ``pins``: the other clocks of the fixed runs (:func:`normalize_pins`; default: both at the
+    power mode's maximum); every fixed run carries them, MAXN runs none.
     """
+    plan_pins = normalize_pins(pins)
+    run_pins = tuple((n, v) for n, v in plan_pins if v != "none")
     workloads = tuple(dict.fromkeys(str(w) for w in workloads))
     levels = tuple(sorted(dict.fromkeys(float(f) for f in levels_mhz)))
     if not workloads:
@@ -164,9 +203,11 @@ def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: in
     runs = []
     for wid, freq, rep in order_cells(workloads, conditions, reps, order, seed):
         policy = MAXN if freq is None else FIXED
-        runs.append(RunSpec(run_id_for(wid, policy, freq, rep), wid, policy, freq, rep, steps, warmup_steps))
+        runs.append(RunSpec(run_id_for(wid, policy, freq, rep), wid, policy, freq, rep, steps, warmup_steps,
+                            run_pins if policy == FIXED else ()))
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise SweepError(f"two workloads map to the same run id {dup!r}; rename one of them")
-    return SweepPlan(workloads, levels, reps, maxn, order, seed, steps, warmup_steps, board_kind, tuple(runs))
+    return SweepPlan(workloads, levels, reps, maxn, order, seed, steps, warmup_steps, board_kind, tuple(runs),
+                     plan_pins)

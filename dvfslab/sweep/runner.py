@@ -31,12 +31,16 @@ from dvfslab.hw.base import Backend
 from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import MEASURE_COLUMNS, Executor
-from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan
+from dvfslab.sweep.plan import FIXED, RunSpec, SweepError, SweepPlan
 from dvfslab.sweep.safety import SweepLock, board_lock_path, signals_as_interrupt
 from dvfslab.sweep.session import (
     Cooldown,
+    check_pins,
+    clock_columns,
     cool_down,
     make_sampler,
+    pin_clocks,
+    read_clocks,
     reset_clocks,
     set_policy,
     start_session,
@@ -80,10 +84,12 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
         store = SweepStore(out)
         plan = store.open(plan, resume=resume)
         _check_levels(plan, backend)
+        pins = check_pins(backend, plan.pins)
         table = workloads if workloads is not None else workload_table(plan.workloads)
         todo = store.todo(plan, retry_failed=retry_failed)
         session = {"started_at": utc_now(), "pid": os.getpid(), "host": socket.gethostname(),
-                   "runs_done_before": len(plan) - len(todo), "retry_failed": retry_failed}
+                   "runs_done_before": len(plan) - len(todo), "retry_failed": retry_failed,
+                   "pins_mhz": pins}
         meta = sweep_meta(backend, executor, plan, cooldown, store.stored_meta(), session)
         store.write_dataset(plan, meta, table)
         with signals_as_interrupt():
@@ -160,8 +166,15 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
             lock_check = set_policy(backend, spec)
             if lock_check is not None:
                 extras["lock_check"] = lock_check
+            pins = pin_clocks(backend, spec)
+            if pins:
+                extras["pins"] = pins
+            clocks_at_start = read_clocks(backend)
+            row.update(clock_columns(clocks_at_start))  # every other clock as read back, pinned or not
             row["started_at"] = run_timestamp(backend)
             result = dict(executor.run(spec, backend, sampler))
+            if clocks_at_start:
+                extras["clocks"] = {"start_mhz": clocks_at_start, "end_mhz": end_clocks(backend, spec)}
         missing = [c for c in ("time_s", "energy_j")[: 1 + (backend.power is not None)]
                    if jsonable(result.get(c)) is None]
         if missing:
@@ -175,6 +188,15 @@ def execute_run(spec: RunSpec, backend: Backend, executor: Executor, cooldown: C
     row.update({k: result[k] for k in MEASURE_COLUMNS if k in result})
     extras.update({k: v for k, v in result.items() if k not in MEASURE_COLUMNS})
     return jsonable(row), jsonable(extras)
+
+
+def end_clocks(backend: Backend, spec: RunSpec) -> dict | None:
+    """The other clocks read again when the executor returns, or None when that reading would
+    not be the run's: a fixed run whose GPU is no longer locked was given back by its executor
+    (the fine-tuning harness resets every clock when training ends, after its windows closed)."""
+    if spec.policy == FIXED and backend.clocks is not None and not backend.clocks.state().locked:
+        return None
+    return read_clocks(backend)
 
 
 def _check_levels(plan: SweepPlan, backend: Backend) -> None:

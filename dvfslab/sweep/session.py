@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.hw.base import OTHER_CLOCKS, PIN_NONE, Backend, DvfsError, resolve_pin
 from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.executors import Executor
 from dvfslab.sweep.plan import FIXED, MAXN, RunSpec
@@ -171,6 +171,83 @@ def set_policy(backend: Backend, spec: RunSpec) -> dict | None:
     backend.clocks.lock(spec.freq_mhz)
     check = backend.clocks.last_lock_check
     return None if check is None else check.record()
+
+
+def pin_clocks(backend: Backend, spec: RunSpec) -> dict:
+    """Pin the run's other clocks (``spec.pins``: the memory clock, the CPU clusters) after its
+    GPU lock; return, per clock, the setting, the level asked and what was read back.
+
+    A clock the backend does not offer (NVML: none) is skipped when the setting is ``max`` (the
+    default) and recorded as such; a number for it is an error. A clock the backend offers but
+    cannot pin here (Jetson without root / debugfs) is an error naming the fix, so a sweep never
+    silently measures with a clock it was asked to pin left to the board.
+    """
+    if not spec.pins or backend.clocks is None:
+        return {}
+    offered = backend.clocks.other_clocks()
+    out = {}
+    for name, setting in spec.pins:
+        if setting == PIN_NONE:
+            continue
+        clock = offered.get(name)
+        if clock is None:
+            if setting != "max":
+                raise DvfsError(f"backend {backend.name!r} cannot pin the {name} clock (pinning the EMC and the "
+                                f"CPU clusters is Jetson-only); drop --{name} {setting} or pass --{name} none")
+            out[name] = {"setting": setting, "pinned": False, "why": f"backend {backend.name!r} has no {name} clock"}
+            continue
+        why_not = clock.support()
+        if why_not is not None:
+            raise DvfsError(f"cannot pin the {clock.label} for run {spec.run_id}: {why_not}")
+        check = clock.pin(resolve_pin(clock, setting))
+        out[name] = {"setting": setting, "pinned": True, **check.record()}
+    return out
+
+
+def check_pins(backend: Backend, pins) -> dict:
+    """Before a sweep starts: can the backend pin what the plan asks for? Returns, per clock,
+    the level ``max`` resolves to (or why it is skipped); raises :class:`DvfsError` naming the
+    fix for a clock that was asked for and cannot be pinned (then no run would be measured as
+    planned)."""
+    offered = backend.clocks.other_clocks() if backend.clocks is not None else {}
+    out = {}
+    for name, setting in pins:
+        if setting == PIN_NONE:
+            out[name] = "left to the board (none)"
+            continue
+        clock = offered.get(name)
+        if clock is None:
+            if setting != "max":
+                raise DvfsError(f"backend {backend.name!r} cannot pin the {name} clock (pinning the EMC and the "
+                                f"CPU clusters is Jetson-only); pass --{name} none")
+            out[name] = f"not pinned: backend {backend.name!r} has no {name} clock"
+            continue
+        why_not = clock.support()
+        if why_not is not None:
+            raise DvfsError(f"the sweep pins the {clock.label} ({name}={setting}) but {why_not}")
+        level, top = resolve_pin(clock, setting), clock.max_allowed_mhz()
+        levels = clock.levels_mhz()
+        if levels and not any(abs(level - f) < 0.5 for f in levels):
+            raise DvfsError(f"--{name} {level:g} MHz is not a level of the {clock.label}; levels (MHz): "
+                            + ", ".join(f"{f:g}" for f in levels))
+        if level > top + 0.5:
+            raise DvfsError(f"--{name} {level:g} MHz is above {top:g} MHz, the highest level of the {clock.label} "
+                            "the power mode allows (`dvfslab clocks` shows its caps); pick a lower level or 'max'")
+        out[name] = level
+    return out
+
+
+def read_clocks(backend: Backend) -> dict[str, float | None]:
+    """Every other clock the backend offers, read back now (MHz; None: not readable here)."""
+    if backend.clocks is None:
+        return {}
+    offered = backend.clocks.other_clocks()
+    return {name: offered[name].read_mhz() for name in OTHER_CLOCKS if name in offered}
+
+
+def clock_columns(readings: dict[str, float | None]) -> dict[str, float]:
+    """runs.csv's ``<clock>_freq_mhz`` columns of the readings that have a value."""
+    return {f"{name}_freq_mhz": float(v) for name, v in readings.items() if v is not None}
 
 
 def check_baseline(backend: Backend) -> str | None:

@@ -49,6 +49,8 @@ from dvfslab.sweep.plan import MAXN, RunSpec, SweepError, SweepPlan
 from dvfslab.sweep.session import Cooldown
 
 ROW_COLUMNS = list(RUN_COLUMNS) + ["error", "board_id"]
+#: the other clocks read back per run (added to runs.csv when a run has them)
+CLOCK_COLUMNS = ["emc_freq_mhz", "cpu_freq_mhz"]
 VIRTUAL_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)  # as dvfslab simulate
 
 
@@ -121,7 +123,7 @@ class SweepStore:
 
     def runs_frame(self, plan: SweepPlan) -> pd.DataFrame:
         rows = [self.records[r.run_id]["row"] for r in plan.runs if r.run_id in self.records]
-        return pd.DataFrame(rows, columns=ROW_COLUMNS)
+        return pd.DataFrame(rows, columns=ROW_COLUMNS + [c for c in CLOCK_COLUMNS if any(c in r for r in rows)])
 
     def steps_frame(self, plan: SweepPlan) -> pd.DataFrame:
         """``steps.csv`` rows from the records' ``extras["step_rows"]`` (ok runs that kept them)."""
@@ -144,7 +146,7 @@ class SweepStore:
         runs = self.runs_frame(plan)
         meta["baseline"] = MAXN if (runs["policy"] == MAXN).any() else "fmax"
         atomic_write_csv(self.root / "workloads.csv", merge_workloads(workloads, self.records), WORKLOAD_COLUMNS)
-        atomic_write_csv(self.root / "runs.csv", runs, ROW_COLUMNS)
+        atomic_write_csv(self.root / "runs.csv", runs, list(runs.columns))
         step_rows = self.steps_frame(plan) if steps else ()
         if len(step_rows):  # after runs.csv: runs are only ever added, so the old steps.csv stays valid meanwhile
             atomic_write_csv(self.root / "steps.csv", step_rows, STEP_COLUMNS)

@@ -32,8 +32,12 @@ from pathlib import Path
 
 from dvfslab.core import boards
 from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKernelIO: public here too)
+    CPU_REL,
     KERNEL_FILE,
     FakeKernelIO,
+    apply_cpufreq_rules,
+    apply_emc_rules,
+    apply_online,
     apply_rules,
     load_kernel,
     nvpmodel_conf,
@@ -55,6 +59,22 @@ XAVIER_THERMAL = ("CPU-therm", "GPU-therm", "AUX-therm", "AO-therm", "PMIC-Die",
 AGX_ORIN_MODES = {0: ("MAXN", None, 0), 1: ("MODE_15W", 408000000, 248),
                   2: ("MODE_30W", 612000000, 240), 3: ("MODE_50W", 816000000, 0)}
 MAXN_ONLY = {0: ("MAXN", None, 0)}
+#: the AGX Orin's three CPU clusters (cpufreq policies 0, 4, 8), as nvpmodel's CPU_A78_0/1/2 name them
+ORIN_CLUSTERS = ((0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11))
+#: the AGX Orin 64GB's CPU table (kHz): 115.2 MHz in steps of 76.8 MHz to 2188.8 MHz, then 2201.6
+#: (public Orin DVFS studies' tables; every nvpmodel cap of the dump, 729.6 / 1113.6 / 1497.6 /
+#: 1728 MHz, lies on it)
+ORIN_CPU_KHZ = tuple(115200 + 76800 * k for k in range(28)) + (2201600,)
+#: id -> the CPU cores online, the CPU clusters' cap (kHz; None: none) and the EMC cap (Hz; None:
+#: none) of each AGX Orin 64GB mode, from the same real nvpmodel dump
+AGX_ORIN_MODE_CLOCKS = {0: {"cpu_online": 12, "cpu_max_khz": None, "emc_cap_hz": None},
+                        1: {"cpu_online": 4, "cpu_max_khz": 1113600, "emc_cap_hz": 2133000000},
+                        2: {"cpu_online": 8, "cpu_max_khz": 1728000, "emc_cap_hz": None},
+                        3: {"cpu_online": 12, "cpu_max_khz": 1497600, "emc_cap_hz": None}}
+#: the AGX Orin's EMC rates (Hz) and the one its own DVFS holds on an idle board (tegrastats)
+ORIN_EMC_HZ = tuple(int(round(f * 1e6)) for f in boards.ORIN_EMC_LEVELS_MHZ)
+ORIN_EMC_IDLE_HZ = 2133000000
+CPU_GOVERNORS = "userspace ondemand performance schedutil"
 #: the rails every fake reads when a profile does not set them, mW
 DEFAULT_RAIL_MW = 1000.0
 
@@ -92,6 +112,18 @@ class BoardProfile:
     rail_power_mw: dict = field(default_factory=dict)
     bpmp: bool = True  # a readable BPMP counter (debugfs, root)
     bpmp_counter: str = boards.GPC_PTO_COUNTER
+    # the other clocks: CPU clusters (one cpufreq policy each) and their table (kHz), the EMC's
+    # debugfs clock and its rates (Hz), whether the BPMP lists them (emc/possible_rates), the rate
+    # its DVFS holds when unlocked, and per power mode the cores online and the CPU / EMC caps
+    # (modelled for the AGX Orin profiles only, from its real nvpmodel dump; elsewhere absent)
+    cpu_clusters: tuple[tuple[int, ...], ...] = ()
+    cpu_khz: tuple[int, ...] = ORIN_CPU_KHZ
+    cpu_governor: str = "schedutil"
+    emc: bool = False
+    emc_hz: tuple[int, ...] = ORIN_EMC_HZ
+    emc_possible_rates: bool = True
+    emc_idle_hz: int = ORIN_EMC_IDLE_HZ
+    mode_clocks: dict = field(default_factory=dict)
 
 
 def family_profile(family: str, name: str | None = None, **kw) -> BoardProfile:
@@ -124,7 +156,7 @@ def _orin(name: str, jp: int, family: str = "AGX Orin", **kw) -> BoardProfile:
         node_name="17000000.gpu" if jp6 else "17000000.ga10b", of_node_name="gpu" if jp6 else "ga10b",
         load_rel=boards.LOAD_JP6 if jp6 else boards.LOAD_JP45,
         hwmon_index=1 if jp6 else 3, update_interval_ms=7 if jp6 else None,
-        power_modes=AGX_ORIN_MODES,
+        power_modes=AGX_ORIN_MODES, mode_clocks=AGX_ORIN_MODE_CLOCKS, cpu_clusters=ORIN_CLUSTERS, emc=True,
         rail_power_mw={"VDD_GPU_SOC": 3200.0, "VDD_CPU_CV": 800.0, "VIN_SYS_5V0": 3600.0, "VDDQ_VDD2_1V8AO": 450.0},
     )
     base.update(kw)
@@ -141,6 +173,7 @@ PROFILES: dict[str, BoardProfile] = {
     "agx-orin-jp6": _orin("agx-orin-jp6", 6),
     "orin-nx-jp6": _orin(
         "orin-nx-jp6", 6, family="Orin NX / Orin Nano", power_modes=MAXN_ONLY, update_interval_ms=None,
+        mode_clocks={}, cpu_clusters=(), emc=False,
         rail_power_mw={"VDD_IN": 5200.0, "VDD_CPU_GPU_CV": 1100.0, "VDD_SOC": 1400.0}),
     "agx-xavier-jp5": family_profile(
         "AGX Xavier", "agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
@@ -174,6 +207,13 @@ class FakeBoard:
     @property
     def devfreq_rel(self) -> str:
         return os.path.relpath(self.devfreq_dir, self.root)
+
+    @property
+    def emc_dir(self) -> Path:
+        return self.root / boards.EMC_CLK_DIR
+
+    def policy_dir(self, first_cpu: int) -> Path:
+        return self.root / CPU_REL / "cpufreq" / f"policy{first_cpu}"
 
     def io(self) -> FakeKernelIO:
         return FakeKernelIO(self.root)
@@ -237,10 +277,90 @@ class FakeBoard:
         cap_hz = int(round(gpu_cap_mhz * 1e6)) if gpu_cap_mhz is not None else cap_hz
         self._update_rules(min_req_hz=0, max_req_hz=cap_hz)
         write_attr(self.device_dir / "tpc_pg_mask", mask)
+        mode_clocks = {i: {**c, "clusters": self.profile.cpu_clusters} for i, c in self.profile.mode_clocks.items()}
+        if mode_id in mode_clocks:
+            self._apply_mode_clocks(mode_clocks[mode_id])
         if self.nvpmodel_path is not None:
             modes = {**modes, mode_id: (name or mode_name, cap_hz, mask)}
-            write_attr(self.root / "etc/nvpmodel.conf", nvpmodel_conf(modes))
+            write_attr(self.root / "etc/nvpmodel.conf", nvpmodel_conf(modes, mode_clocks))
             write_nvpmodel(self.nvpmodel_path, mode_id, name or mode_name)
+
+    # -- the other clocks ----------------------------------------------------------------------
+    def emc_state(self) -> dict:
+        """The EMC as its files say now: ``rate_hz``, ``locked``."""
+        return {"rate_hz": int((self.emc_dir / "rate").read_text()),
+                "locked": int((self.emc_dir / "mrq_rate_locked").read_text())}
+
+    def cpu_state(self) -> dict:
+        """Each active policy's governor, min / max / cur (kHz), by name; inactive ones: None."""
+        kernel, out = load_kernel(self.root), {}
+        for rel, rules in sorted(kernel["cpufreq"].items()):
+            d = self.root / rel
+            out[d.name] = None if not rules.get("active", True) else {
+                "governor": (d / "scaling_governor").read_text().strip(),
+                **{k: int((d / f"scaling_{k}_freq").read_text()) for k in ("min", "max", "cur")}}
+        return out
+
+    def _update_emc(self, **changes) -> None:
+        kernel = load_kernel(self.root)
+        kernel["emc"].update(changes)
+        save_kernel(self.root, kernel)
+        apply_emc_rules(self.root, kernel["emc"])
+
+    def set_emc_dvfs(self, freq_mhz: float) -> None:
+        """The rate the BPMP's own DVFS holds while the EMC is unlocked (the EMC "wanders")."""
+        self._update_emc(dvfs_hz=int(round(freq_mhz * 1e6)))
+
+    def set_emc_ceiling(self, freq_mhz: float | None) -> None:
+        """A firmware clamp on the EMC (thermal / power): the locked rate reads lower."""
+        self._update_emc(ceiling_hz=None if freq_mhz is None else int(round(freq_mhz * 1e6)))
+
+    def set_emc_access(self, readable: bool) -> None:
+        """Give or take the BPMP's EMC clock files (debugfs needs root: hidden = not root)."""
+        hidden = self.emc_dir.with_name(".emc-hidden")
+        if readable and hidden.exists():
+            hidden.rename(self.emc_dir)
+        elif not readable and self.emc_dir.exists():
+            self.emc_dir.rename(hidden)
+
+    def set_cpu_online(self, cpu: int, online: bool) -> None:
+        """Take a core on or off line, as nvpmodel does through ``cpu<N>/online``."""
+        self.io().write(self.root / CPU_REL / f"cpu{cpu}" / "online", int(online))
+
+    def set_cpu_throttle(self, freq_mhz: float | None) -> None:
+        """A cooling-device cap on every CPU policy (a lower effective ``scaling_max_freq``)."""
+        kernel = load_kernel(self.root)
+        for rel, rules in kernel["cpufreq"].items():
+            rules["thermal_cap_khz"] = None if freq_mhz is None else int(round(freq_mhz * 1000))
+            apply_cpufreq_rules(self.root, self.root / rel, rules)
+        save_kernel(self.root, kernel)
+
+    def make_cpu_read_only(self, read_only: bool = True) -> None:
+        """Drop (or give back) the write bits of every policy's min / max / governor files."""
+        for d in (self.root / CPU_REL / "cpufreq").glob("policy*"):
+            for name in ("scaling_min_freq", "scaling_max_freq", "scaling_governor"):
+                (d / name).chmod(0o444 if read_only else 0o644)
+
+    def _apply_mode_clocks(self, clk: dict) -> None:
+        """What nvpmodel writes for a mode's CPUs and EMC: cores on / off line (through the fake
+        kernel, so policies go inactive), each active policy's min / max requests, the EMC cap."""
+        n_cpu = sum(len(c) for c in self.profile.cpu_clusters)
+        online = clk.get("cpu_online") or n_cpu
+        io = self.io()
+        for c in range(1, n_cpu):
+            f = self.root / CPU_REL / f"cpu{c}" / "online"
+            if f.read_text().strip() != str(int(c < online)):
+                io.write(f, int(c < online))
+        top = self.profile.cpu_khz[-1]
+        for cluster in self.profile.cpu_clusters:
+            if cluster[0] < online:
+                d = self.policy_dir(cluster[0])
+                io.write(d / "scaling_max_freq", clk.get("cpu_max_khz") or top)
+                io.write(d / "scaling_min_freq", clk.get("cpu_min_khz", 729600))
+        if self.profile.emc:
+            write_attr(self.root / boards.EMC_ISO_CAP, clk.get("emc_cap_hz") or 0)
+            kernel = load_kernel(self.root)
+            apply_emc_rules(self.root, kernel["emc"])
 
     def set_throttle(self, freq_mhz: float | None) -> None:
         """A thermal cooling-device cap: a lower *effective* ``max_freq`` (``None`` lifts it)."""
@@ -288,6 +408,46 @@ def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, gove
     link = root / "sys/class/devfreq" / node_name
     _link(link, d)
     return d, link
+
+
+def _build_cpus(root: Path, p: BoardProfile) -> dict:
+    """``cpu<N>/online`` for every core and one cpufreq policy per cluster (all online); the
+    rules' state of each policy (its CPUs, table, QoS requests)."""
+    cpu_dir = root / CPU_REL
+    n_cpu = sum(len(c) for c in p.cpu_clusters)
+    for c in range(n_cpu):
+        write_attr(cpu_dir / f"cpu{c}" / "online", 1)
+    write_attr(cpu_dir / "online", f"0-{n_cpu - 1}")
+    policies = {}
+    for cluster in p.cpu_clusters:
+        d = cpu_dir / "cpufreq" / f"policy{cluster[0]}"
+        cpus = " ".join(str(c) for c in cluster)
+        for name, value in (("related_cpus", cpus), ("affected_cpus", cpus),
+                            ("scaling_available_frequencies", " ".join(str(f) for f in p.cpu_khz)),
+                            ("scaling_available_governors", CPU_GOVERNORS), ("scaling_governor", p.cpu_governor),
+                            ("cpuinfo_min_freq", p.cpu_khz[0]), ("cpuinfo_max_freq", p.cpu_khz[-1]),
+                            ("scaling_min_freq", p.cpu_khz[0]), ("scaling_max_freq", p.cpu_khz[-1]),
+                            ("scaling_cur_freq", p.cpu_khz[0]), ("cpuinfo_cur_freq", p.cpu_khz[0])):
+            write_attr(d / name, value)
+        for c in cluster:
+            _link(cpu_dir / f"cpu{c}" / "cpufreq", d)
+        rel = os.path.relpath(d, root)
+        policies[rel] = {"related": list(cluster), "table_khz": list(p.cpu_khz), "min_req_khz": None,
+                         "max_req_khz": None, "active": True}
+    return policies
+
+
+def _build_emc(root: Path, p: BoardProfile) -> dict:
+    """The BPMP's EMC clock files (unlocked, at the DVFS's idle rate) and their rules' state."""
+    d = root / boards.EMC_CLK_DIR
+    for name, value in (("min_rate", p.emc_hz[0]), ("max_rate", p.emc_hz[-1]), ("rate", p.emc_idle_hz),
+                        ("mrq_rate_locked", 0)):
+        write_attr(d / name, value)
+    if p.emc_possible_rates:
+        write_attr(root / boards.EMC_POSSIBLE_RATES, " ".join(str(f // 1000) for f in p.emc_hz))
+    write_attr(root / boards.EMC_ISO_CAP, 0)
+    return {"dir": boards.EMC_CLK_DIR, "iso_cap": boards.EMC_ISO_CAP, "levels_hz": list(p.emc_hz),
+            "max_rate_hz": p.emc_hz[-1], "locked": 0, "req_hz": None, "dvfs_hz": p.emc_idle_hz, "ceiling_hz": None}
 
 
 def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
@@ -357,10 +517,14 @@ def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overri
     write_attr(device_dir / "power" / "control", "auto")
     if p.bpmp:
         write_attr(root / p.bpmp_counter, p.levels_hz[0])
-    save_kernel(root, {"profile": p.name, "devfreq": {
+    kernel = {"profile": p.name, "devfreq": {
         os.path.relpath(devfreq_dir, root): {"gpu": True, "min_req_hz": 0, "max_req_hz": None,
                                              "counter": p.bpmp_counter},
-        os.path.relpath(vic_dir, root): {"min_req_hz": 0, "max_req_hz": None}}})
+        os.path.relpath(vic_dir, root): {"min_req_hz": 0, "max_req_hz": None}},
+        "cpufreq": _build_cpus(root, p) if p.cpu_clusters else {}}
+    if p.emc:
+        kernel["emc"] = _build_emc(root, p)
+    save_kernel(root, kernel)
     load_path = root / p.load_rel
     write_attr(load_path, 0)
     hwmon_dirs, channels = _build_rails(root, p)

@@ -8,7 +8,9 @@ through; :func:`default_io` gives the plain one, or the class injected by ``$DVF
 
 The board's rules (docs/hardware.md): :func:`read_power_mode` (nvpmodel mode and its GPU
 limits), :func:`effective_range` / :func:`baseline_check` (devfreq QoS range, MAXN baseline),
-:func:`verify_lock` (BPMP clock counter), :func:`railgate_state` (``gpu.0/power/control``).
+:func:`verify_lock` (BPMP clock counter), :func:`railgate_state` (``gpu.0/power/control``);
+the other clocks :class:`EmcClock` (the BPMP's debugfs EMC) and :class:`CpuClusters` (cpufreq),
+pinned through :meth:`JetsonClocks.other_clocks`.
 :func:`sensor_update_period_s` and :func:`other_sensor_readers` describe the
 power monitors (their conversion cycle; other processes reading them).
 """
@@ -23,7 +25,9 @@ from dvfslab.hw.jetson.baseline import (
     effective_range,
 )
 from dvfslab.hw.jetson.bpmp import verify_lock
-from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
+from dvfslab.hw.jetson.clocks import JetsonClocks, JetsonPinnedClock, find_gpu_devfreq
+from dvfslab.hw.jetson.cpufreq import CpuClusters
+from dvfslab.hw.jetson.emc import EmcClock
 from dvfslab.hw.jetson.ina import other_sensor_readers, sensor_update_period_s
 from dvfslab.hw.jetson.nvpmodel import PowerMode, read_power_mode
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
@@ -32,7 +36,10 @@ from dvfslab.hw.jetson.sysfs import SYSFS_IO_ENV, SysfsIO, default_io
 
 __all__ = [
     "BaselineCheck",
+    "CpuClusters",
     "EffectiveRange",
+    "EmcClock",
+    "JetsonPinnedClock",
     "JetsonClocks",
     "JetsonPowerReader",
     "JetsonTelemetry",

@@ -8,6 +8,10 @@
   GPU rail on, reads the lock back (``cur_freq`` is the requested rate; the BPMP counter, when
   readable, is the measured one), and restores the originals on exit, on exceptions and on
   SIGINT/SIGTERM, with a state file written before the first write.
+* :meth:`JetsonClocks.other_clocks` pins the memory clock (:mod:`.emc`) and the CPU clusters
+  (:mod:`.cpufreq`) the same way: refused above the mode's caps before any write, read back and
+  verified, their originals added to the same state file before their first write and restored
+  with the GPU's by :meth:`JetsonClocks.reset` (also after a SIGKILL, by the next start).
 
 sysfs speaks Hz; everything public here speaks MHz (``levels_mhz``, ``freq_mhz``).
 """
@@ -15,7 +19,8 @@ sysfs speaks Hz; everything public here speaks MHz (``levels_mhz``, ``freq_mhz``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dvfslab.core import boards
@@ -23,8 +28,10 @@ from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
     ClockState,
+    DvfsError,
     FrequencyCappedError,
     LockCheck,
+    PinnedClock,
     check_level,
     format_mhz,
 )
@@ -36,6 +43,8 @@ from dvfslab.hw.jetson.baseline import (
 )
 from dvfslab.hw.jetson.board import board_model
 from dvfslab.hw.jetson.bpmp import verify_lock
+from dvfslab.hw.jetson.cpufreq import CpuClusters
+from dvfslab.hw.jetson.emc import EmcClock
 from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, read_power_mode
 from dvfslab.hw.jetson.railgate import find_railgate_control, railgate_state
 from dvfslab.hw.jetson.safety import SavedClocks, SignalGuard, StateFile, check_owner, make_saved
@@ -138,6 +147,11 @@ class JetsonClocks(ClockControl):
         self._originals: SavedClocks | None = None
         self._lock_mode: tuple[PowerMode | None] | None = None  # the mode read by the first lock
         self._guard: SignalGuard | None = None
+        #: the other clocks (EMC, CPU clusters), whatever this board lets dvfslab do with them
+        self._impls = {"emc": EmcClock(self.io, boards.emc_levels_mhz(board_model(self.io))),
+                       "cpu": CpuClusters(self.io)}
+        #: what each other clock read back when it was last pinned (cleared by reset)
+        self.other_checks: dict[str, LockCheck] = {}
 
     # -- reading ---------------------------------------------------------------------------
     def _read_levels_hz(self) -> list[int]:
@@ -224,7 +238,8 @@ class JetsonClocks(ClockControl):
                                self.io.read_int(self.node.attr("min_freq")), max_hz,
                                railgate_state(self.io, self.node.rel))
         self.state_file.save(make_saved(saved.sysfs_root, saved.node, saved.governor,
-                                        saved.min_freq_hz, saved.max_freq_hz, saved.railgate_control))
+                                        saved.min_freq_hz, saved.max_freq_hz, saved.railgate_control,
+                                        saved.others))
         return saved
 
     def _check_mode_cap(self, target_hz: int, mode: PowerMode | None) -> None:
@@ -251,9 +266,7 @@ class JetsonClocks(ClockControl):
         levels_mhz = self.levels_mhz()
         target_hz = self._levels_hz[levels_mhz.index(check_level(freq_mhz, levels_mhz, nearest=nearest))]
         self._require_writable()
-        if self._originals is None or self._lock_mode is None:  # nvpmodel once per locked session
-            self._lock_mode = (self.power_mode(),)
-        mode = self._lock_mode[0]
+        mode = self._session_mode()
         self._check_mode_cap(target_hz, mode)
         if self._originals is None:
             self._originals = self._take_originals(mode)
@@ -274,6 +287,61 @@ class JetsonClocks(ClockControl):
         except BaseException:
             self.reset()
             raise
+
+    def _session_mode(self) -> PowerMode | None:
+        """The power mode, read with nvpmodel once per locked session."""
+        if self._originals is None or self._lock_mode is None:
+            self._lock_mode = (self.power_mode(),)
+        return self._lock_mode[0]
+
+    # -- the other clocks --------------------------------------------------------------------
+    def other_clocks(self) -> Mapping[str, PinnedClock]:
+        """The EMC and the CPU clusters as :class:`~dvfslab.hw.base.PinnedClock` s (each says
+        with ``support()`` whether this board and user can pin it)."""
+        return {name: JetsonPinnedClock(self, name) for name in self._impls}
+
+    def pin_other(self, name: str, freq_mhz: float) -> LockCheck:
+        """Pin the other clock ``name`` (``"emc"``, ``"cpu"``) at a level: checked against its
+        levels and the power mode's caps before any write, its originals added to the state file,
+        written, read back; a level not held restores every clock and raises
+        :class:`FrequencyCappedError`."""
+        impl = self._impls[name]
+        target = impl.check_level(freq_mhz)
+        impl.require_writable()
+        mode = self._session_mode()
+        impl.check_caps(target, mode)
+        if self._originals is None:
+            self._originals = self._take_originals(mode)
+        if name not in (self._originals.others or {}):
+            snap = impl.snapshot(mode) if name == "cpu" else impl.snapshot()
+            self._originals = replace(self._originals, others={**(self._originals.others or {}), name: snap})
+            self.state_file.save(make_saved(*(getattr(self._originals, k) for k in (
+                "sysfs_root", "node", "governor", "min_freq_hz", "max_freq_hz", "railgate_control", "others"))))
+        try:
+            impl.write_pin(target)
+            check = impl.verify(target)
+            if check.failed:
+                raise FrequencyCappedError(f"{impl.label} did not hold {format_mhz(check.requested_mhz)} MHz: "
+                                           f"{check.why}; every clock restored")
+            self.other_checks[name] = check
+            return check
+        except BaseException:
+            self.reset()
+            raise
+
+    def _release_others(self, others: dict) -> None:
+        """Restore the other clocks a state file saved (each tried; the first error raised after)."""
+        errors = []
+        for name, snap in others.items():
+            impl = self._impls.get(name)
+            if impl is None:
+                continue
+            try:
+                impl.restore(snap)
+            except (OSError, DvfsError) as err:
+                errors.append(f"{impl.label}: {err}")
+        if errors:
+            raise DvfsError("restoring " + "; ".join(errors))
 
     def _hold_rail(self) -> None:
         """Keep the GPU rail powered while locked (as nvpmodel / jetson_clocks do)."""
@@ -326,10 +394,14 @@ class JetsonClocks(ClockControl):
         rel = find_railgate_control(self.io, self.node.rel)
         if saved.railgate_control and rel is not None and self.io.read_text(rel) != saved.railgate_control:
             write_checked(self.io, rel, saved.railgate_control, self.node.name)
+        if saved.others:
+            self._release_others(saved.others)
 
     def reset(self) -> None:
-        """Restore the originals this object saved or adopted (no-op when it locked nothing)."""
+        """Restore the originals this object saved or adopted, the other clocks' included
+        (no-op when it locked nothing)."""
         saved, self._originals, self._lock_mode = self._originals, None, None
+        self.other_checks = {}
         if saved is not None:
             self._apply(saved)
             self.state_file.remove()
@@ -372,9 +444,35 @@ class JetsonClocks(ClockControl):
         return f"JetsonClocks({str(self.io.root)!r}, node={self.node.name!r})"
 
 
+class JetsonPinnedClock(PinnedClock):
+    """One of :class:`JetsonClocks`' other clocks as a :class:`~dvfslab.hw.base.PinnedClock`:
+    reads go to the clock, pins through :meth:`JetsonClocks.pin_other` (one state file)."""
+
+    def __init__(self, clocks: JetsonClocks, name: str):
+        self.clocks, self.name = clocks, name
+        self.impl = clocks._impls[name]
+        self.label = self.impl.label
+
+    def support(self) -> str | None:
+        return self.impl.support()
+
+    def levels_mhz(self) -> list[float]:
+        return self.impl.levels_mhz()
+
+    def max_allowed_mhz(self) -> float:
+        return self.impl.max_allowed_mhz(self.clocks.power_mode())
+
+    def read_mhz(self) -> float | None:
+        return self.impl.read_mhz()
+
+    def pin(self, freq_mhz: float) -> LockCheck:
+        return self.clocks.pin_other(self.name, freq_mhz)
+
+
 __all__ = [
     "DevfreqNode",
     "JetsonClocks",
+    "JetsonPinnedClock",
     "find_gpu_devfreq",
     "plan_lock_writes",
     "plan_range_writes",

@@ -1,7 +1,8 @@
 """What keeps a Jetson from being left pinned: the state file and the signal guard.
 
 The state file holds the clock settings the board had before dvfslab first changed them
-(governor, ``min_freq``, ``max_freq`` in Hz, the GPU's ``power/control``). It is written
+(governor, ``min_freq``, ``max_freq`` in Hz, the GPU's ``power/control``, and the EMC's and the
+CPU clusters' settings when dvfslab pins them too). It is written
 atomically *before* the first sysfs write and removed after a successful restore, so after a
 SIGKILL or a power loss
 ``dvfslab clocks --restore`` (or the next lock, which adopts it) gets the originals back.
@@ -51,11 +52,15 @@ class SavedClocks:
     pid: int
     saved_at: float
     railgate_control: str | None = None  # gpu.0/power/control ("auto"); None: no such file
+    #: the other clocks' originals, by name ("emc": lock flag and rate; "cpu": each policy's
+    #: governor, min and max), saved before their first write; None: none pinned
+    others: dict | None = None
 
     def describe(self) -> str:
         rail = f", power/control={self.railgate_control}" if self.railgate_control else ""
+        more = f", and the {' and '.join(sorted(self.others))} clocks" if self.others else ""
         return (
-            f"governor={self.governor}, min_freq={self.min_freq_hz}, max_freq={self.max_freq_hz}{rail} "
+            f"governor={self.governor}, min_freq={self.min_freq_hz}, max_freq={self.max_freq_hz}{rail}{more} "
             f"(saved by pid {self.pid})"
         )
 
@@ -125,10 +130,10 @@ class StateFile:
 
 
 def make_saved(sysfs_root: str, node: str, governor: str | None, min_hz: int, max_hz: int,
-               railgate_control: str | None = None) -> SavedClocks:
+               railgate_control: str | None = None, others: dict | None = None) -> SavedClocks:
     """A :class:`SavedClocks` owned by this process, stamped now."""
     return SavedClocks(str(sysfs_root), str(node), governor, int(min_hz), int(max_hz), os.getpid(), time.time(),
-                       railgate_control)
+                       railgate_control, dict(others) if others else None)
 
 
 class SignalGuard:
