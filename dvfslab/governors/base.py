@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from dvfslab.analysis.training import TrainingData
+    from dvfslab.governors.probemodel import ProbeModel
 
 
 class Params:
@@ -135,6 +136,14 @@ class Probe(Protocol):
 
     def measure(self, level: float | None, units: float = 1.0) -> tuple[float, float]:
         """Run the next ``units`` units at ``level`` (None: the default clock); ``(time_s, energy_j)``."""
+
+    # optional: ``model`` — a :class:`~dvfslab.governors.probemodel.ProbeModel` (each level's
+    # window and the reading's noise); read with ``probe_model(probe)``, None when absent.
+
+
+def probe_model(probe: Any) -> ProbeModel | None:
+    """The :class:`~dvfslab.governors.probemodel.ProbeModel` a probe carries (None: none)."""
+    return getattr(probe, "model", None)
 
 
 class Governor(Params):
@@ -283,8 +292,11 @@ class ProbingGovernor(Governor):
                                 "a probe (a replay does), or run it live with "
                                 "dvfslab.harness.online_callback.OnlineDvfsCallback")
         session = self.start(workload, probe.levels)
+        model = probe_model(probe)
         while not session.done:
             level, units = session.next_probe()
+            if model is not None:  # a reading takes at least the level's window on the machine
+                units = max(float(units), model.window(level))
             time_s, energy_j = probe.measure(level, units)
             session.observe(ProbeStep(level, time_s, energy_j, units))
         return session.decision()
