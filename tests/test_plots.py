@@ -160,6 +160,28 @@ def test_heatmap_by_batch_size_when_a_model_task_has_several_workloads():
     plt.close(fig)
 
 
+def test_heatmap_of_one_network_at_many_concurrencies_wraps_and_names_the_load():
+    import pandas as pd
+
+    # LoudVA's shape: one network, 40 request concurrencies (batch_size = concurrency, and the
+    # workloads carry the name): 40 columns at 16 a panel wrap into 16 + 16 + 8
+    n = 40
+    table = pd.DataFrame({"workload_id": [f"w{c}" for c in range(1, n + 1)], "model": ["inception_v3"] * n,
+                          "task": ["inference"] * n, "params_m": [23.8] * n,
+                          "batch_size": [float(c) for c in range(1, n + 1)],
+                          "opt_level": [300.0 + 10 * (c % 5) for c in range(1, n + 1)]})
+    workloads = table[["workload_id"]].assign(concurrency=range(1, n + 1))
+    fig = P.optimal_heatmap(table, False, workloads=workloads)
+    panels = [a for a in fig.axes if a.get_xlabel()]
+    assert [len(a.get_xticklabels()) for a in panels] == [16, 16, 8]
+    assert {a.get_xlabel() for a in panels} == {"request concurrency"}
+    assert [t.get_text() for t in panels[2].get_xticklabels()][-1] == "40"
+    assert len(fig.axes) == 4  # three panels, one colour bar for all
+    # one colour scale: every panel spans the same 300..340 MHz
+    assert {tuple(a.collections[0].get_clim()) for a in panels} == {(300.0, 340.0)}
+    plt.close(fig)
+
+
 def test_pareto_labels_do_not_overlap_and_point_at_their_points():
     import pandas as pd
 

@@ -119,29 +119,55 @@ def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wr
     return fig
 
 
-def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
+#: columns of one optimal-level heatmap panel; a wider grid (1 network x 112 concurrencies) wraps
+HEATMAP_WRAP = 16
+#: the load axis, named from the workloads' column that varies (LoudVA: request concurrency)
+LOAD_LABELS = {"concurrency": "request concurrency", "batch_size": "batch size"}
+
+
+def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None = None,
+                    workloads: pd.DataFrame | None = None) -> Figure:
     """Energy-optimal level (in the knob's unit) by model x task; models ordered by parameter count.
 
-    When a (model, task) has several workloads (batch sizes, optimizers: a Zeus trace), the rows
-    are model / task, the columns the batch size, and a cell holds the median over the rest.
+    When a (model, task) has several workloads (batch sizes, optimizers: a Zeus trace; request
+    concurrencies: LoudVA), the rows are model / task, the columns the load — named from
+    ``workloads`` (the sweep's table: its ``concurrency`` column when it has one, else the batch
+    size) — and a cell holds the median over the rest. More than :data:`HEATMAP_WRAP` columns
+    wrap into stacked panels on one colour scale, so 1 network x 112 loads reads like 9 x 9.
     """
     knob = knob or get_knob()
     sns.set_theme(style="white", context="paper")
     ordered = features.sort_values(["params_m", "model"])
     if ordered.duplicated(["model", "task"]).any():
+        load = "batch_size"
+        if workloads is not None and "concurrency" in workloads and workloads["concurrency"].notna().any():
+            load = "concurrency"
+            loads = workloads[["workload_id", "concurrency"]].assign(
+                concurrency=lambda w: pd.to_numeric(w["concurrency"], errors="coerce"))
+            ordered = ordered.drop(columns=["concurrency"], errors="ignore").merge(loads, on="workload_id", how="left")
         ordered = ordered.assign(row=ordered["model"] + " / " + ordered["task"])
-        index, columns, agg, xlabel, note = "row", "batch_size", "median", "batch size", ", median when several"
+        index, columns, agg, xlabel, note = "row", load, "median", LOAD_LABELS[load], ", median when several"
     else:
         index, columns, agg, xlabel, note = "model", "task", "first", "task", ""
     grid = ordered.pivot_table(index=index, columns=columns, values="opt_level", aggfunc=agg)
     grid = grid.reindex(ordered[index].drop_duplicates())
     grid.columns = [f"{c:g}" if isinstance(c, float) else c for c in grid.columns]  # batch size 8, not 8.0
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * grid.shape[1], 1.2 + 0.4 * grid.shape[0]))
-    sns.heatmap(grid, annot=True, fmt="g", cmap="viridis", cbar_kws={"label": f"optimal level ({knob.unit}){note}"},
-                ax=ax)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("model (by size)")
-    return _finish(fig, f"Energy-optimal {knob.label}", simulated)
+    chunks = [grid.iloc[:, i:i + HEATMAP_WRAP] for i in range(0, max(grid.shape[1], 1), HEATMAP_WRAP)]
+    label_in = 0.07 * max(len(str(r)) for r in grid.index) if len(grid.index) else 1.0
+    width = 1.2 + label_in + 0.9 * min(grid.shape[1], HEATMAP_WRAP) + 1.2
+    heights = [0.5 * c.shape[0] + 0.7 for c in chunks]
+    fig, axes = plt.subplots(len(chunks), 1, figsize=(width, 0.8 + sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    lo, hi = float(np.nanmin(grid.to_numpy(float))), float(np.nanmax(grid.to_numpy(float)))
+    for ax, chunk in zip(axes[:, 0], chunks, strict=True):
+        sns.heatmap(chunk, annot=True, fmt="g", cmap="viridis", vmin=lo, vmax=hi, ax=ax, cbar=False)
+        ax.tick_params(axis="y", labelrotation=0)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("model (by size)" if index == "model" else "")
+    fig = _finish(fig, f"Energy-optimal {knob.label}", simulated)
+    fig.colorbar(axes[0, 0].collections[0], ax=axes[:, 0].tolist(), label=f"optimal level ({knob.unit}){note}",
+                 fraction=0.03 if len(chunks) > 1 else 0.08)
+    return fig
 
 
 def _note(text: str, heading: str, simulated: bool) -> Figure:
