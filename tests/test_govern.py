@@ -155,6 +155,7 @@ def test_hf_config_features(tmp_path, capsys):
     assert rc == 0 and out.strip() == "510" and "mlg-paper: 510 MHz" in err  # 6 layers <= 7, 20 tokens <= 32.5
     rc, _, err = cli(capsys, "govern", "--policy", "mlg-paper", "--hf-config", tmp_path / "none.json", "--dry-run")
     assert rc == 2 and "none.json: Hugging Face config is missing" in err
+    assert "save_pretrained" in err and "pipeline" not in err  # the pipeline writes no HF config
 
 
 def test_sim_backend_locks_the_twin_not_this_machine(capsys):

@@ -32,8 +32,15 @@ from dvfslab.governors.objective import Objective
 from dvfslab.governors.registry import governor_class
 
 
-def _read_json(path: str | os.PathLike, what: str) -> dict:
-    return read_model_json(path, what, "`dvfslab pipeline` writes it under <out>/models/")
+#: where a saved governor comes from
+PIPELINE_HINT = "`dvfslab pipeline` writes it under <out>/models/"
+#: where a Hugging Face config comes from (the pipeline writes none)
+HF_CONFIG_HINT = ("give the model's folder or its config.json (`save_pretrained` writes one; "
+                  "on the Hub it is the model's config.json)")
+
+
+def _read_json(path: str | os.PathLike, what: str, hint: str = PIPELINE_HINT) -> dict:
+    return read_model_json(path, what, hint)
 
 
 def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slowdown_pct: float | None = None,
@@ -72,7 +79,7 @@ def features_from_hf_config(path: str | os.PathLike) -> dict[str, float]:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    cfg = _read_json(p, "Hugging Face config")
+    cfg = _read_json(p, "Hugging Face config", HF_CONFIG_HINT)
     out: dict[str, float] = {}
     layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
