@@ -31,7 +31,6 @@ from dvfslab.governors.files import load_governor
 from dvfslab.governors.objective import Objective
 from dvfslab.governors.registry import governor_class
 
-
 #: where a saved governor comes from
 PIPELINE_HINT = "`dvfslab pipeline` writes it under <out>/models/"
 #: where a Hugging Face config comes from (the pipeline writes none)
