@@ -140,7 +140,7 @@ def _cases() -> dict:
 def sensitivity(steps: int = 100, reps: int = 1, window_phases=None) -> list[dict]:
     """Findings of the full paper grid (``steps`` steps, ``reps`` repetitions) with one profile
     parameter changed at a time; ``window_phases=()`` is the row without phases."""
-    from dvfslab.sim.findings import twin_findings
+    from dvfslab.evaluation.findings import twin_findings
     from dvfslab.sim.profiles import AGX_ORIN_64GB, with_params
     from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 

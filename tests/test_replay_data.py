@@ -10,7 +10,7 @@ import pytest
 
 from dvfslab.cli import main
 from dvfslab.data.contract import load_dataset
-from dvfslab.sim.findings import findings_markdown, twin_findings
+from dvfslab.evaluation.findings import findings_markdown, twin_findings
 from dvfslab.sweep.simulate import SimulationPlan, simulate_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def test_board_total_is_recorded_and_changes_the_findings_as_the_static_rails_pr
     """All four rails (energy_board_j) exceed CPU+GPU in every run; adding two nearly constant
     rails makes slow levels costlier, so the sweet spot's upper end does not move down and the
     oracle's mean saving falls."""
-    from dvfslab.sim.findings import board_total_view
+    from dvfslab.evaluation.findings import board_total_view
 
     runs = bundled.ok_runs()
     assert (runs["energy_board_j"] > runs["energy_j"]).all()

@@ -8,6 +8,7 @@ slowdown, regret on every workload; probing charged), :mod:`~dvfslab.evaluation.
 governor on the same CV folds), :mod:`~dvfslab.evaluation.selection` (which classifier predicts
 the optimal level: LOOCV / leave-one-model-out), :mod:`~dvfslab.evaluation.recommend` (the
 governor to use), :mod:`~dvfslab.evaluation.limits` (a slowdown limit and its cost),
-:mod:`~dvfslab.evaluation.probing` (probing governors: regret split, live on a board).
+:mod:`~dvfslab.evaluation.probing` (probing governors: regret split, live on a board),
+:mod:`~dvfslab.evaluation.findings` (the twin's findings beside the paper's).
 Definitions: docs/method.md.
 """

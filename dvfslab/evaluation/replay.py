@@ -42,6 +42,7 @@ import pandas as pd
 
 from dvfslab.analysis.aggregate import Sweep, SweepError
 from dvfslab.analysis.steps import StepSource
+from dvfslab.core import reference as R
 from dvfslab.governors.base import Decision, Governor
 from dvfslab.governors.errors import GovernorError
 
@@ -212,16 +213,18 @@ def paper_comparison(summary: Mapping[str, Any], by_size: pd.DataFrame | None = 
         large = float(row["mean_saving_pct"].iloc[0]) if len(row) else None
     diff = None if mlg.get("mean_saving_pct") is None or ffg.get("mean_saving_pct") is None \
         else mlg["mean_saving_pct"] - ffg["mean_saving_pct"]
-    rows = [("energy-optimal level range (MHz)", "510–816", f"{spot.get('min', float('nan')):g}–{spot.get('max', float('nan')):g}"),
-            ("LOOCV accuracy of the tree", "0.62", _fmt(ms.get("loocv_accuracy"), "{:.2f}")),
+    rows = [("energy-optimal level range (MHz)", R.optimal_range_text(),
+             f"{spot.get('min', float('nan')):g}–{spot.get('max', float('nan')):g}"),
+            ("LOOCV accuracy of the tree", f"{R.LOOCV_ACCURACY:.2f}", _fmt(ms.get("loocv_accuracy"), "{:.2f}")),
             ("leave-one-model-out accuracy", "not reported", _fmt(ms.get("grouped_accuracy"), "{:.2f}")),
-            ("MLG mean saving vs baseline (%)", "13.11", _fmt(mlg.get("mean_saving_pct"))),
-            ("published tree replayed here (mlg-paper), mean saving (%)", "13.11 (on the real board)",
+            ("MLG mean saving vs baseline (%)", f"{R.MLG_MEAN_SAVING_PCT:.2f}", _fmt(mlg.get("mean_saving_pct"))),
+            ("published tree replayed here (mlg-paper), mean saving (%)",
+             f"{R.MLG_MEAN_SAVING_PCT:.2f} (on the real board)",
              _fmt((gov.get("mlg-paper") or {}).get("mean_saving_pct"))),
-            ("MLG max saving (%)", "26.73", _fmt(mlg.get("max_saving_pct"))),
+            ("MLG max saving (%)", f"{R.MLG_MAX_SAVING_PCT:.2f}", _fmt(mlg.get("max_saving_pct"))),
             ("MLG mean slowdown (%)", "not reported", _fmt(mlg.get("mean_slowdown_pct"))),
-            ("MLG mean saving, models > 70M (%)", "> 22", _fmt(large)),
-            ("MLG minus FFG (points)", "0.9", _fmt(diff)),
+            (f"MLG mean saving, models > {R.SIZE_SPLIT_M:g}M (%)", R.gt70m_text(), _fmt(large)),
+            ("MLG minus FFG (points)", f"{R.MLG_MINUS_FFG_PTS:g}", _fmt(diff)),
             ("oracle mean saving (%)", "not reported", _fmt((gov.get("oracle") or {}).get("mean_saving_pct")))]
     return pd.DataFrame(rows, columns=["figure", "paper", "dvfslab"])
 

@@ -26,17 +26,17 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from dvfslab.core import reference as R
 from dvfslab.core.levels import format_mhz
 from dvfslab.data.contract import Dataset
+from dvfslab.evaluation.findings import twin_findings
 from dvfslab.sim.calibration import ASSUMED_RANGES, sample_profile
-from dvfslab.sim.findings import twin_findings
 from dvfslab.sim.profiles import get_profile
 from dvfslab.sweep.simulate import SimulationPlan, simulate_dataset
 
 PERCENTILES = (5, 50, 95)
 #: the paper's figures (measured on an AGX Orin 64GB) the bands are read against
-PAPER = {"mlg_saving_pct": 13.11, "mlg_max_saving_pct": 26.73, "mlg_minus_ffg_pts": 0.9,
-         "gt70m_mlg_saving_pct": "> 22", "optimal_levels_mhz": [510.0, 816.0]}
+PAPER = R.as_dict()
 SCALARS = ("oracle_saving_pct", "oracle_saving_le70m_pct", "oracle_saving_gt70m_pct", "mlg_paper_saving_pct",
            "mlg_paper_saving_le70m_pct", "mlg_paper_saving_gt70m_pct", "ffg_minus_oracle_pts", "mlg_minus_ffg_pts")
 
@@ -143,12 +143,12 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
 LABELS = {
     "oracle_saving_pct": ("oracle mean saving vs MAXN (evaluation)", "–", " %"),
     "oracle_saving_le70m_pct": ("oracle mean saving, models ≤ 70M", "MLG: vary, can lose", " %"),
-    "oracle_saving_gt70m_pct": ("oracle mean saving, models > 70M", "MLG: > 22 %", " %"),
-    "mlg_paper_saving_pct": ("the paper's tree (mlg-paper) mean saving", "MLG: 13.11 %", " %"),
+    "oracle_saving_gt70m_pct": ("oracle mean saving, models > 70M", f"MLG: {R.gt70m_text()} %", " %"),
+    "mlg_paper_saving_pct": ("the paper's tree (mlg-paper) mean saving", f"MLG: {R.MLG_MEAN_SAVING_PCT:.2f} %", " %"),
     "mlg_paper_saving_le70m_pct": ("the paper's tree, models ≤ 70M", "–", " %"),
-    "mlg_paper_saving_gt70m_pct": ("the paper's tree, models > 70M", "MLG: > 22 %", " %"),
+    "mlg_paper_saving_gt70m_pct": ("the paper's tree, models > 70M", f"MLG: {R.gt70m_text()} %", " %"),
     "ffg_minus_oracle_pts": ("FFG − oracle", "–", " points"),
-    "mlg_minus_ffg_pts": ("learned tree (MLG) − FFG", "+0.9 points", " points"),
+    "mlg_minus_ffg_pts": ("learned tree (MLG) − FFG", f"{R.MLG_MINUS_FFG_PTS:+g} points", " points"),
 }
 
 
@@ -165,7 +165,7 @@ def ensemble_markdown(doc: dict) -> str:
     for lv, b in shares.items():
         if b["p95"] > 0 or doc["central"]["optimum_share_pct"].get(lv, 0) > 0:
             c = doc["central"]["optimum_share_pct"].get(lv, 0.0)
-            paper = "in 510–816" if 510 <= float(lv) <= 816 else "outside 510–816"
+            paper = f"{'in' if R.in_optimal_range(float(lv)) else 'outside'} {R.optimal_range_text()}"
             out.append(f"| workloads whose optimum is {lv} MHz | {paper} | {c:.0f} % | "
                        f"{b['p5']:.0f} – {b['p95']:.0f} ({b['p50']:.0f}) % |")
     return "\n".join(out)

@@ -18,7 +18,6 @@ simulated, not measured.
   and the emulated ``nvhost_podgov`` (:mod:`dvfslab.sim.podgov`);
 * :mod:`dvfslab.sim.backend` — :func:`open_backend`: the board behind the :mod:`dvfslab.hw.base`
   protocols (``get_backend("sim")``);
-* :mod:`dvfslab.sim.findings` — the twin's findings next to the paper's.
 
 The twin as a sweep executor (:class:`~dvfslab.sweep.twin.SimExecutor`) and ``dvfslab simulate``
 (:mod:`dvfslab.sweep.simulate`) run sweeps, so they live in the sweep room, above this one.
@@ -29,10 +28,9 @@ from __future__ import annotations
 
 from dvfslab.sim.backend import SimBackend, open_backend
 from dvfslab.sim.board import SimBoard, TickStates, TrainResult
-from dvfslab.sim.findings import twin_findings
 from dvfslab.sim.model import PROFILES, BoardProfile, SimWorkload, get_profile
 
 __all__ = [
     "PROFILES", "BoardProfile", "SimBackend", "SimBoard", "SimWorkload", "TickStates", "TrainResult",
-    "get_profile", "open_backend", "twin_findings",
+    "get_profile", "open_backend",
 ]

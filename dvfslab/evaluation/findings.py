@@ -1,48 +1,48 @@
 """The twin's findings next to the paper's (docs/calibration.md, section 5). Simulated data.
 
-:func:`twin_findings` reads a dataset by docs/method.md's definitions (oracle, FFG, the paper's
-published tree applied); :func:`findings_markdown` is the side-by-side table. The paper's tree
-is the one copy in :func:`dvfslab.governors.tree.paper_tree` (its default reading of where the
-utilization split sits; docs/calibration.md explains the ambiguity), decided by
-:class:`~dvfslab.governors.tree.PaperTreeGovernor`.
+:func:`twin_findings` reads a dataset by docs/method.md's definitions with the project's own
+pieces: the :class:`~dvfslab.analysis.aggregate.Sweep` (level means, baselines, the oracle's
+least-energy level), FFG fitted on the characterization split
+(:class:`~dvfslab.governors.static.FixedGovernor`), and the paper's published tree
+(:class:`~dvfslab.governors.tree.PaperTreeGovernor`, its default reading of where the
+utilization split sits; docs/calibration.md explains the ambiguity) deciding each workload from
+its features. :func:`findings_markdown` is the side-by-side table; the paper's figures come from
+:mod:`dvfslab.core.reference`. It lives in the evaluation room (it applies governors to a
+sweep), so the twin imports no governor.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from dvfslab.analysis.aggregate import Sweep, sweep_from_dataset
+from dvfslab.analysis.features import feature_table
+from dvfslab.analysis.training import TrainingData
+from dvfslab.core import reference as R
+from dvfslab.core.levels import format_mhz, snap_mhz
 from dvfslab.data.contract import Dataset
-from dvfslab.hw.base import format_mhz, snap_mhz
+from dvfslab.governors.static import FixedGovernor
+from dvfslab.governors.tree import PaperTreeGovernor
 
-__all__ = ["findings_markdown", "paper_tree_levels", "paper_util_split_pct", "twin_findings"]
-
-
-def _paper_tree():
-    # the governors room sits above the twin: imported on use, so ``import dvfslab.sim`` stays light
-    from dvfslab.governors.tree import PaperTreeGovernor
-
-    return PaperTreeGovernor().fit()
+__all__ = ["board_total_view", "findings_markdown", "paper_tree_levels", "paper_util_split_pct", "twin_findings"]
 
 
 def paper_util_split_pct() -> float:
     """Where the paper's tree splits on GPU utilization (%), read from the governors' tree."""
-    nodes = _paper_tree().tree_["nodes"]
+    nodes = PaperTreeGovernor().fit().tree_["nodes"]
     return next(float(n["threshold"]) for n in nodes if n.get("feature") == "gpu_util_pct")
 
 
-def paper_tree_levels(workloads: pd.DataFrame, maxn_util_pct: pd.Series, levels: list[float]) -> pd.Series:
-    """The paper's tree applied to each workload (index ``workload_id``; ``n_layers`` and
-    ``avg_seq_len`` columns) with its MAXN utilization, snapped to the board's ``levels``
-    (the tree's levels are the AGX Orin's; other boards' tables get the nearest)."""
-    gov = _paper_tree()
-    return pd.Series([snap_mhz(gov.decide({"workload_id": w, "n_layers": r.n_layers, "avg_seq_len": r.avg_seq_len,
-                                           "gpu_util_pct": maxn_util_pct.at[w]}).level, levels)
-                      for w, r in workloads.iterrows()], index=workloads.index, dtype=float)
-
-
-def _at(frame: pd.DataFrame, choice: pd.Series) -> pd.Series:
-    """``frame[w, choice[w]]`` for every workload ``w`` of ``choice``."""
-    return pd.Series([frame.at[w, f] for w, f in choice.items()], index=choice.index)
+def paper_tree_levels(sweep: Sweep, features: pd.DataFrame) -> pd.Series:
+    """The paper's tree applied to each workload of the feature table (its MAXN utilization
+    among the features), snapped to the sweep's levels (the tree's levels are the AGX Orin's;
+    other boards' tables get the nearest), indexed by ``workload_id``."""
+    gov = PaperTreeGovernor().fit()
+    levels = list(sweep.level_table)
+    rows = features.set_index("workload_id", drop=False)
+    return pd.Series([snap_mhz(gov.decide({k: r[k] for k in ("workload_id", "n_layers", "avg_seq_len",
+                                                               "gpu_util_pct")}).level, levels)
+                      for _, r in rows.iterrows()], index=rows.index, dtype=float)
 
 
 def _stats(s: pd.Series, mask: pd.Series) -> dict:
@@ -54,24 +54,28 @@ def _stats(s: pd.Series, mask: pd.Series) -> dict:
 def twin_findings(ds: Dataset) -> dict:
     """What a dataset says about the paper's findings, by docs/method.md's definitions.
 
-    Means over ``status=ok`` repetitions per (workload, level); baseline = mean MAXN run;
-    savings and slowdowns on the ``evaluation`` split; FFG chosen on ``characterization``.
+    Means over ``status=ok`` repetitions per (workload, level) (the Sweep's); baseline = its
+    baseline runs (MAXN); savings and slowdowns on the ``evaluation`` split; FFG fitted on
+    ``characterization``.
     """
-    ok = ds.ok_runs()
-    fixed = ok[ok["policy"] == "fixed"].groupby(["workload_id", "gpu_freq_mhz"])
-    E, T, P = (fixed[c].mean().unstack() for c in ("energy_j", "time_s", "avg_power_w"))
-    base = ok[ok["policy"] == "maxn"].groupby("workload_id")[["energy_j", "time_s", "gpu_util_pct"]].mean()
-    wl = ds.workloads.set_index("workload_id").loc[E.index]
+    sweep = sweep_from_dataset(ds)
+    features = feature_table(sweep)
+    table = sweep.levels.pivot(index="workload_id", columns="level")
+    E, T, P = table["energy_j"], table["time_s"], table["avg_power_w"]
+    base = sweep.baseline.set_index("workload_id")[["energy_j", "time_s", "gpu_util_pct"]].loc[E.index]
+    wl = sweep.workloads.set_index("workload_id").loc[E.index]
     levels = [float(f) for f in E.columns]
-    opt = E.idxmin(axis=1).astype(float)
+    opt = pd.Series({w: sweep.oracle_level(w) for w in E.index}, dtype=float)
 
     ev, ch = wl["split"] == "evaluation", wl["split"] == "characterization"
-    big = wl["params_m"] > 70
-    ffg = float((E[ch].div(base["energy_j"][ch], axis=0)).mean().idxmin())
-    tree = paper_tree_levels(wl, base["gpu_util_pct"], levels)
+    big = wl["params_m"] > R.SIZE_SPLIT_M
+    ffg = FixedGovernor().fit(TrainingData(sweep, features, list(wl.index[ch]))).level_
+    tree = paper_tree_levels(sweep, features).loc[E.index]
     choices = {"oracle": opt, "paper_tree": tree, "ffg": pd.Series(ffg, index=wl.index)}
-    savings = {k: 100 * (1 - _at(E, c) / base["energy_j"]) for k, c in choices.items()}
-    slowdowns = {k: 100 * (_at(T, c) / base["time_s"] - 1) for k, c in choices.items()}
+    at = {k: pd.DataFrame([sweep.at(w, f) for w, f in c.items()], index=c.index, columns=["energy_j", "time_s"])
+          for k, c in choices.items()}
+    savings = {k: 100 * (1 - a["energy_j"] / base["energy_j"]) for k, a in at.items()}
+    slowdowns = {k: 100 * (a["time_s"] / base["time_s"] - 1) for k, a in at.items()}
 
     return {
         "n_workloads": int(len(wl)),
@@ -83,9 +87,10 @@ def twin_findings(ds: Dataset) -> dict:
         "optimal_level_counts": {format_mhz(f): int(n) for f, n in opt.value_counts().sort_index().items()},
         "sweet_spot_mhz": [float(opt.min()), float(opt.max())],
         "maxn_util_pct": [float(base["gpu_util_pct"].min()), float(base["gpu_util_pct"].max())],
+        "maxn_util_at_or_under_split": int((base["gpu_util_pct"] <= R.TREE_UTIL_SPLIT_PCT).sum()),
         "maxn_freq_note": "MAXN = emulated nvhost_podgov",
         "paper_util_split_pct": paper_util_split_pct(),
-        "ffg_mhz": ffg,
+        "ffg_mhz": float(ffg),
         "saving_pct": {k: {"all": _stats(s, ev), "gt70m": _stats(s, ev & big), "le70m": _stats(s, ev & ~big)}
                        for k, s in savings.items()},
         "slowdown_pct": {k: float(s[ev].mean()) for k, s in slowdowns.items()},
@@ -113,21 +118,23 @@ def findings_markdown(ds: Dataset) -> str:
          f"rises at every step up in {f['power_increasing']}/{n}; "
          f"P(max)/P(min) = {f['power_ratio_min_max'][0]:.2f}–{f['power_ratio_min_max'][1]:.2f}"),
         ("Energy vs GPU clock", "U-shaped", f"interior minimum in {f['interior_minimum']}/{n} workloads"),
-        ("Energy-optimal level (sweet spot)", "510–816 MHz",
+        ("Energy-optimal level (sweet spot)", f"{R.optimal_range_text()} MHz",
          f"{format_mhz(f['sweet_spot_mhz'][0])}–{format_mhz(f['sweet_spot_mhz'][1])} MHz ({counts})"),
         ("Saving vs MAXN on the evaluation (unseen) tasks, mean / max / min",
-         "MLG: 13.11 % / 26.73 % (BERT-base, MNLI) / negative for some small models",
+         f"MLG: {R.MLG_MEAN_SAVING_PCT:.2f} % / {R.MLG_MAX_SAVING_PCT:.2f} % ({R.MLG_MAX_SAVING_WORKLOAD}) / "
+         "negative for some small models",
          f"oracle (upper bound, not MLG): {mmx('oracle', 'all')}; the paper's tree applied: {mmx('paper_tree', 'all')}"),
-        ("Models > 70M parameters, mean saving", "MLG: > 22 %",
+        (f"Models > {R.SIZE_SPLIT_M:g}M parameters, mean saving", f"MLG: {R.gt70m_text()} %",
          f"oracle {pct(sv['oracle']['gt70m']['mean'])}; paper's tree {pct(sv['paper_tree']['gt70m']['mean'])}"),
-        ("Models ≤ 70M parameters", "vary; can lose energy",
+        (f"Models ≤ {R.SIZE_SPLIT_M:g}M parameters", "vary; can lose energy",
          f"oracle mean {pct(sv['oracle']['le70m']['mean'])} (min {pct(sv['oracle']['le70m']['min'])}); "
          f"paper's tree mean {pct(sv['paper_tree']['le70m']['mean'])} (min {pct(sv['paper_tree']['le70m']['min'])})"),
-        ("MLG vs fixed-frequency governor (FFG)", "MLG ahead by 0.9 points",
+        ("MLG vs fixed-frequency governor (FFG)", f"MLG ahead by {R.MLG_MINUS_FFG_PTS:g} points",
          f"FFG = {format_mhz(f['ffg_mhz'])} MHz saves {pct(sv['ffg']['all']['mean'])}; paper's tree − FFG = "
          f"{sv['paper_tree']['all']['mean'] - sv['ffg']['all']['mean']:+.1f} points"),
-        ("GPU utilization in MAXN", "tree splits at 22 %",
-         f"{f['maxn_util_pct'][0]:.0f}–{f['maxn_util_pct'][1]:.0f} % (no workload at or under 22 %)"
+        ("GPU utilization in MAXN", f"tree splits at {R.TREE_UTIL_SPLIT_PCT:g} %",
+         f"{f['maxn_util_pct'][0]:.0f}–{f['maxn_util_pct'][1]:.0f} % ({f['maxn_util_at_or_under_split'] or 'no'} "
+         f"workload{'' if f['maxn_util_at_or_under_split'] == 1 else 's'} at or under {R.TREE_UTIL_SPLIT_PCT:g} %)"
          if f["maxn_util_pct"][0] > f["paper_util_split_pct"] else f"{f['maxn_util_pct'][0]:.0f}–{f['maxn_util_pct'][1]:.0f} %"),
         ("Mean slowdown vs MAXN (evaluation)", "not given as a headline",
          f"oracle {pct(f['slowdown_pct']['oracle'])}; paper's tree {pct(f['slowdown_pct']['paper_tree'])}"),
