@@ -85,7 +85,7 @@ def levels_hz(levels_mhz) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class BoardProfile:
+class FakeBoardSpec:
     """What one fake board looks like. ``rails``: i2c address -> channel labels (``None`` =
     unlabeled); ``rail_kind``: ``hwmon`` (INA3221, JetPack 5/6), ``iio`` (JetPack 4) or
     ``ina238`` (one rail per chip, Thor). Model, levels, rails and the BPMP counter come from the
@@ -126,7 +126,7 @@ class BoardProfile:
     mode_clocks: dict = field(default_factory=dict)
 
 
-def family_profile(family: str, name: str | None = None, **kw) -> BoardProfile:
+def family_profile(family: str, name: str | None = None, **kw) -> FakeBoardSpec:
     """A fake of ``family`` (a :mod:`dvfslab.core.boards` record) on its newest L4T release: its
     model, levels, rails and monitor, GPU node ``17000000.<gpu name>`` under
     ``sys/devices/platform``, its first GPU load path. ``kw`` replaces profile fields."""
@@ -144,10 +144,10 @@ def family_profile(family: str, name: str | None = None, **kw) -> BoardProfile:
         rail_power_mw={r: DEFAULT_RAIL_MW for r in fam.rails}, bpmp_counter=fam.bpmp_counter,
     )
     base.update(kw)
-    return BoardProfile(**base)
+    return FakeBoardSpec(**base)
 
 
-def _orin(name: str, jp: int, family: str = "AGX Orin", **kw) -> BoardProfile:
+def _orin(name: str, jp: int, family: str = "AGX Orin", **kw) -> FakeBoardSpec:
     jp6 = jp == 6
     base = dict(
         l4t="# R36 (release), REVISION: 3.0, GCID: 36191598, BOARD: generic, EABI: aarch64" if jp6
@@ -168,7 +168,7 @@ XAVIER_BASE = dict(
     load_rel=boards.LOAD_JP45, thermal=XAVIER_THERMAL, power_modes=MAXN_ONLY, bpmp=False,
     rail_power_mw={"GPU": 1500.0, "CPU": 700.0, "SOC": 1200.0, "CV": 0.0, "VDDRQ": 300.0, "SYS5V": 2100.0},
 )
-PROFILES: dict[str, BoardProfile] = {
+PROFILES: dict[str, FakeBoardSpec] = {
     "agx-orin-jp5": _orin("agx-orin-jp5", 5),
     "agx-orin-jp6": _orin("agx-orin-jp6", 6),
     "orin-nx-jp6": _orin(
@@ -194,7 +194,7 @@ class FakeBoard:
     """A built fake board: its paths, and knobs to change what the sensors read."""
 
     root: Path
-    profile: BoardProfile
+    profile: FakeBoardSpec
     devfreq_dir: Path  # the real devfreq directory
     devfreq_link: Path  # sys/class/devfreq/<node>
     device_dir: Path
@@ -410,7 +410,7 @@ def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, gove
     return d, link
 
 
-def _build_cpus(root: Path, p: BoardProfile) -> dict:
+def _build_cpus(root: Path, p: FakeBoardSpec) -> dict:
     """``cpu<N>/online`` for every core and one cpufreq policy per cluster (all online); the
     rules' state of each policy (its CPUs, table, QoS requests)."""
     cpu_dir = root / CPU_REL
@@ -437,7 +437,7 @@ def _build_cpus(root: Path, p: BoardProfile) -> dict:
     return policies
 
 
-def _build_emc(root: Path, p: BoardProfile) -> dict:
+def _build_emc(root: Path, p: FakeBoardSpec) -> dict:
     """The BPMP's EMC clock files (unlocked, at the DVFS's idle rate) and their rules' state."""
     d = root / boards.EMC_CLK_DIR
     for name, value in (("min_rate", p.emc_hz[0]), ("max_rate", p.emc_hz[-1]), ("rate", p.emc_idle_hz),
@@ -450,7 +450,7 @@ def _build_emc(root: Path, p: BoardProfile) -> dict:
             "max_rate_hz": p.emc_hz[-1], "locked": 0, "req_hz": None, "dvfs_hz": p.emc_idle_hz, "ceiling_hz": None}
 
 
-def _build_rails(root: Path, p: BoardProfile) -> tuple[dict, dict]:
+def _build_rails(root: Path, p: FakeBoardSpec) -> tuple[dict, dict]:
     dirs, channels = {}, {}
     for i, (addr, labels) in enumerate(sorted(p.rails.items())):
         if p.rail_kind == "ina238":  # one rail per chip (mainline hwmon ABI)
