@@ -311,3 +311,21 @@ def test_notebooks_04_and_05_declare_the_registry_parameters_and_list_no_governo
     names = "|".join(re.escape(n) for n in R.names())
     for source in cells:
         assert not re.search(rf'[\[(]\s*"(?:{names})"(?:\s*,\s*"(?:{names})"){{2}}', source), source[:200]
+
+
+# --------------------------------------------------------------------------------------------
+# The README's lists of governors are the registry's
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_readme_lists_every_builtin_governor_and_govern_refuses_the_probing_ones():
+    builtin = [n for n, cls in R.registry().items() if cls.__module__.startswith("dvfslab.governors.")]
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Governors: the paper's, and beyond it"):]
+    section = section[:section.index("- **Whole jobs.**")]
+    assert sorted(re.findall(r"`([\w-]+)` —", section)) == sorted(builtin)  # one "`name` — what it does" each
+    row = re.search(r"^\| `dvfslab govern --policy \{([^}]*)\}[^|]*\|[^(]*\((.*?) are refused here", readme, re.M)
+    usable = [n for n in builtin if not R.governor_class(n).tags.not_on_command_line]
+    probing = [n for n in builtin if R.governor_class(n).tags.probes]
+    assert row.group(1).split(",") == usable
+    assert re.findall(r"`([\w-]+)`", row.group(2)) == probing
