@@ -190,9 +190,9 @@ def _check_no_answers(decide: Callable[..., Decision]) -> Callable[..., Decision
     def checked(self: Governor, workload: Mapping[str, Any], *args: Any, **kwargs: Any) -> Decision:
         found = answer_columns_in(workload) if isinstance(workload, Mapping) else []
         if found:
-            raise GovernorError(f"{self.name or type(self).__name__}: the workload row carries "
-                                f"{', '.join(found)}, derived from the measured answer; a governor sees only "
-                                "the workload's features — drop them (dvfslab.governors.base.without_answers)")
+            raise GovernorError(f"{self.name or type(self).__name__}: the workload row carries {', '.join(found)}: "
+                                "the measured answer (or the run's measured totals), which a governor must not "
+                                "see — give it the features only (dvfslab.governors.base.without_answers)")
         return decide(self, workload, *args, **kwargs)
 
     checked._checks_answers = True  # type: ignore[attr-defined]
