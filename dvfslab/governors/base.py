@@ -249,6 +249,8 @@ class Governor(Params):
     summary: ClassVar[str] = ""
     #: what the rest of dvfslab needs to know of it (:class:`GovernorTags`)
     tags: ClassVar[GovernorTags] = GovernorTags()
+    #: the old flags this class set itself (folded into its tags; none in dvfslab's governors)
+    _legacy_flags: ClassVar[tuple[str, ...]] = ()
 
     needs_training = _TagView("needs_training")
     saves = _TagView("saves")
@@ -262,6 +264,7 @@ class Governor(Params):
         # a class written before tags (``needs_training = False`` ...): its flags become its tags
         legacy = {LEGACY_TAGS[k]: cls.__dict__[k] for k in LEGACY_TAGS
                   if k in cls.__dict__ and not isinstance(cls.__dict__[k], _TagView)}
+        cls._legacy_flags = tuple(k for k in LEGACY_TAGS if LEGACY_TAGS[k] in legacy)  # the tests list them
         if legacy:
             cls.tags = replace(cls.tags, **legacy)
             for k in LEGACY_TAGS:
