@@ -85,7 +85,7 @@ def registry() -> dict[str, type[Governor]]:
         try:
             cls = ep.load()
         except Exception as err:  # a third party's import: any error is theirs, reported in one line
-            problem = f"cannot load it ({type(err).__name__}: {err})"
+            problem = f"cannot load it ({type(err).__name__}: {' '.join(str(err).split())})"  # one line
         else:
             problem = _problem(cls, out)
             if not problem and cls.name != ep.name:
