@@ -15,7 +15,7 @@ from dvfslab.analysis import TrainingData
 from dvfslab.data.contract import load_dataset
 from dvfslab.evaluation import replay as E
 from dvfslab.governors import registry as R
-from dvfslab.governors.base import LevelGovernor
+from dvfslab.governors.base import GovernorTags, LevelGovernor
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ class LowestGovernor(LevelGovernor):
     """A new governor: the lowest level of the training data's table, for every workload."""
 
     name = "lowest"
-    needs_training = False
+    tags = GovernorTags(needs_training=False)
 
     def __init__(self, objective: G.Objective = G.LEAST_ENERGY):
         self.objective = objective

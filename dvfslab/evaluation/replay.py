@@ -43,7 +43,7 @@ import pandas as pd
 from dvfslab.analysis.aggregate import Sweep, SweepError
 from dvfslab.analysis.steps import StepSource
 from dvfslab.core import reference as R
-from dvfslab.governors.base import Decision, Governor
+from dvfslab.governors.base import Decision, Governor, without_answers
 from dvfslab.governors.errors import GovernorError
 
 PER_WORKLOAD_COLUMNS = ["policy", "workload_id", "model", "task", "split", "params_m", "size_group",
@@ -72,7 +72,7 @@ def replay_one(name: str, governor: Governor, sweep: Sweep, workload: Mapping[st
     for key in ("model", "task", "split", "params_m", "size_group"):
         row[key] = workload.get(key)
     try:
-        decision = governor.decide(workload, steps.probe(wid) if governor.probing else None)
+        decision = governor.decide(without_answers(workload), steps.probe(wid) if governor.probing else None)
     except (GovernorError, SweepError) as err:
         row["error"] = str(err)
         return row

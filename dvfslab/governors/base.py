@@ -24,8 +24,15 @@ level, so a share smaller than one step is served by one whole step.
 
 The selection rule (least energy; least energy within a slowdown limit) is one
 :class:`~dvfslab.governors.objective.Objective`, the ``objective`` parameter of every governor.
+What the registry and its users need to know of a governor is one record, its class's ``tags``
+(:class:`GovernorTags`: what it needs to be fitted, what its file saves, whether it probes, ...).
 The registry (:mod:`dvfslab.governors.registry`) names the governors; one JSON format saves any
 of them (:mod:`dvfslab.governors.files`).
+
+A governor never sees the answer: ``decide`` refuses a workload row that carries one of
+:data:`ANSWER_COLUMNS` (the feature table's columns derived from the measured optimum, and the
+measured run's totals), with a :class:`GovernorError` naming it; :func:`without_answers` drops
+them. Every subclass's ``decide`` is checked so (wrapped when the class is defined).
 
 Board side: this module imports neither pandas nor numpy nor the analysis room.
 """
@@ -33,9 +40,10 @@ Board side: this module imports neither pandas nor numpy nor the analysis room.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
@@ -89,8 +97,17 @@ class Params:
         return self
 
     def with_params(self, **params: Any) -> Self:
-        """A copy with other parameters and the same fitted state (``set_params`` on a copy)."""
-        return copy.copy(self).set_params(**params)
+        """A copy with other parameters and the same fitted state (``set_params`` on a copy).
+
+        A nested estimator (a parameter with its own ``set_params``, e.g. ``mlg``'s scikit-learn
+        pipeline) is copied too, so that ``estimator__max_depth=2`` changes the copy's, never the
+        original's; the fitted state (read-only once fitted) is shared."""
+        twin = copy.copy(self)
+        for name in self._param_names():
+            value = getattr(self, name)
+            if hasattr(value, "set_params") and not isinstance(value, type):
+                setattr(twin, name, copy.deepcopy(value))
+        return twin.set_params(**params)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
@@ -146,32 +163,123 @@ def probe_model(probe: Any) -> ProbeModel | None:
     return getattr(probe, "model", None)
 
 
+#: the feature-table columns a governor must never see: the measured answer and what is derived
+#: from it (:func:`dvfslab.analysis.aggregate.optimal_levels`: the least-energy level, its index,
+#: energy and time, the oracle's saving, whether the curve is U-shaped, the paper's label, which
+#: ranks the optimal levels) and the measured run's totals at the baseline (they give the run's
+#: true length and the saving's denominator). ``n_levels`` (how many levels were swept) is not:
+#: a probing governor is given the levels anyway.
+ANSWER_COLUMNS: tuple[str, ...] = ("opt_level", "opt_level_idx", "opt_energy_j", "opt_time_s", "oracle_saving_pct",
+                                   "u_shaped", "paper_label", "baseline_energy_j", "baseline_time_s")
+
+
+def answer_columns_in(workload: Mapping[str, Any]) -> list[str]:
+    """The :data:`ANSWER_COLUMNS` that ``workload`` carries (in that order)."""
+    return [c for c in ANSWER_COLUMNS if c in workload]
+
+
+def without_answers(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """``workload`` without its :data:`ANSWER_COLUMNS`: what a governor may be given."""
+    return {k: v for k, v in workload.items() if k not in ANSWER_COLUMNS}
+
+
+def _check_no_answers(decide: Callable[..., Decision]) -> Callable[..., Decision]:
+    """``decide`` refusing a workload row that carries an answer column (module doc)."""
+
+    @functools.wraps(decide)
+    def checked(self: Governor, workload: Mapping[str, Any], *args: Any, **kwargs: Any) -> Decision:
+        found = answer_columns_in(workload) if isinstance(workload, Mapping) else []
+        if found:
+            raise GovernorError(f"{self.name or type(self).__name__}: the workload row carries {', '.join(found)}: "
+                                "the measured answer (or the run's measured totals), which a governor must not "
+                                "see — give it the features only (dvfslab.governors.base.without_answers)")
+        return decide(self, workload, *args, **kwargs)
+
+    checked._checks_answers = True  # type: ignore[attr-defined]
+    return checked
+
+
+@dataclass(frozen=True)
+class GovernorTags:
+    """What the registry, the evaluation, the files and ``dvfslab govern`` know of a governor
+    class: its ``tags``. A subclass states its own in full (``tags = GovernorTags(...)``)."""
+
+    #: learns from the training workloads (a CV fold refits it); False: fitted once on all
+    needs_training: bool = True
+    #: what its file holds: parameters (``"name"``) and fitted state (``"name_"``); empty: nothing
+    #: to save (it is built, not learned)
+    saves: tuple[str, ...] = ()
+    #: the knobs it can decide (empty: any)
+    knobs: tuple[str, ...] = ()
+    #: decides from a probe of the running job: a :class:`ProbingGovernor` (the registry checks it)
+    probes: bool = False
+    #: may be recommended in place of FFG (False: FFG itself is the default; the baseline and the
+    #: oracle are yardsticks)
+    recommendable: bool = True
+    #: ``""`` when ``dvfslab govern`` can use it; else the one-line reason it cannot
+    not_on_command_line: str = ""
+
+
+#: the class attributes of dvfslab before ``tags``, each a read-only view of one field
+LEGACY_TAGS: dict[str, str] = {"needs_training": "needs_training", "saves": "saves", "knobs": "knobs",
+                               "probing": "probes", "recommendable": "recommendable",
+                               "command_line": "not_on_command_line"}
+
+
+class _TagView:
+    """``cls.needs_training``, ``gov.probing`` ...: the class's ``tags`` field, read-only (code
+    written before :class:`GovernorTags` reads them so)."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return getattr(owner.tags, self.field)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        raise AttributeError(f"a governor's {self.field} is in its class's tags (GovernorTags)")
+
+
 class Governor(Params):
-    """The base of every governor (module doc). Subclasses set the class attributes below."""
+    """The base of every governor (module doc). Subclasses set ``name``, ``summary`` and ``tags``."""
 
     #: the registry name (``policy`` in the replay's tables and in saved files)
     name: ClassVar[str] = ""
     #: one line for ``dvfslab govern --help`` and the docs
     summary: ClassVar[str] = ""
-    #: learns from the training workloads (a CV fold refits it); False: fitted once on all
-    needs_training: ClassVar[bool] = True
-    #: ``""`` when ``dvfslab govern`` can use it; else the one-line reason it cannot
-    command_line: ClassVar[str] = ""
-    #: what its file holds: parameters (``"name"``) and fitted state (``"name_"``)
-    saves: ClassVar[tuple[str, ...]] = ()
-    #: the knobs it can decide (empty: any)
-    knobs: ClassVar[tuple[str, ...]] = ()
-    #: decides from a probe of the running job (:class:`ProbingGovernor`)
-    probing: ClassVar[bool] = False
-    #: may be recommended in place of FFG (False: the baseline and the oracle, the yardsticks)
-    recommendable: ClassVar[bool] = True
+    #: what the rest of dvfslab needs to know of it (:class:`GovernorTags`)
+    tags: ClassVar[GovernorTags] = GovernorTags()
+    #: the old flags this class set itself (folded into its tags; none in dvfslab's governors)
+    _legacy_flags: ClassVar[tuple[str, ...]] = ()
+
+    needs_training = _TagView("needs_training")
+    saves = _TagView("saves")
+    knobs = _TagView("knobs")
+    probing = _TagView("probes")
+    recommendable = _TagView("recommendable")
+    command_line = _TagView("not_on_command_line")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a class written before tags (``needs_training = False`` ...): its flags become its tags
+        legacy = {LEGACY_TAGS[k]: cls.__dict__[k] for k in LEGACY_TAGS
+                  if k in cls.__dict__ and not isinstance(cls.__dict__[k], _TagView)}
+        cls._legacy_flags = tuple(k for k in LEGACY_TAGS if LEGACY_TAGS[k] in legacy)  # the tests list them
+        if legacy:
+            cls.tags = replace(cls.tags, **legacy)
+            for k in LEGACY_TAGS:
+                if k in cls.__dict__:
+                    delattr(cls, k)
+        own = cls.__dict__.get("decide")
+        if callable(own) and not getattr(own, "_checks_answers", False):
+            cls.decide = _check_no_answers(own)  # type: ignore[method-assign]
 
     def fit(self, data: TrainingData | None = None) -> Self:
         """Learn from ``data`` (None: for a governor that needs none); records the knob."""
         wrong_knob = Governor.unusable_reason(self, data) if data is not None else ""  # the knob only: no steps read
         if wrong_knob:
             raise GovernorError(f"{self.name}: {wrong_knob}")
-        self.knob_ = data.knob.name if data is not None else (self.knobs or (DEFAULT_KNOB,))[0]
+        self.knob_ = data.knob.name if data is not None else (self.tags.knobs or (DEFAULT_KNOB,))[0]
         self._fit(data)
         return self
 
@@ -196,8 +304,8 @@ class Governor(Params):
 
     def unusable_reason(self, data: TrainingData) -> str:
         """Why this governor cannot be evaluated on ``data`` (``""``: it can)."""
-        if self.knobs and data.knob.name not in self.knobs:
-            knobs = " or ".join(f"the {get_knob(k).label} ({get_knob(k).unit})" for k in self.knobs)
+        if self.tags.knobs and data.knob.name not in self.tags.knobs:
+            knobs = " or ".join(f"the {get_knob(k).label} ({get_knob(k).unit})" for k in self.tags.knobs)
             return f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
         return ""
 
@@ -206,7 +314,7 @@ class Governor(Params):
         level): its fitted state's ``info`` says ``fallback`` and ``cannot_learn`` (no feature
         varies, one workload, one level: the tree's and the curve model's fits write them);
         ``""`` when it learned."""
-        for attr in self.saves:
+        for attr in self.tags.saves:
             state = getattr(self, attr, None) if attr.endswith("_") else None
             info = state.get("info") if isinstance(state, Mapping) else None
             if isinstance(info, Mapping) and info.get("fallback"):
@@ -280,7 +388,7 @@ class ProbeSession:
 class ProbingGovernor(Governor):
     """A governor that decides from steps of the job it measures (module doc)."""
 
-    probing: ClassVar[bool] = True
+    tags: ClassVar[GovernorTags] = GovernorTags(probes=True)
 
     def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ProbeSession:
         """A session probing one job that can run ``levels``."""

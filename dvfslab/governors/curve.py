@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dvfslab.governors.base import Decision, Governor, Probe
+from dvfslab.governors.base import Decision, Governor, GovernorTags, Probe
 from dvfslab.governors.curvemodel import DEFAULT_ALPHA, Curves, FittedCurve
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -28,7 +28,7 @@ class CurveGovernor(FittedCurve, Governor):
 
     name = "curve"
     summary = "predicts energy and time per level from the features (ridge per level), takes the least energy"
-    saves = ("curve_",)
+    tags = GovernorTags(saves=("curve_",))
 
     def __init__(self, alpha: float = DEFAULT_ALPHA, objective: Objective = LEAST_ENERGY):
         self.alpha = alpha

@@ -7,7 +7,7 @@ A saved governor is::
 
 ``policy`` is its registry name; ``knob`` what its levels are (``gpu_freq_mhz``: MHz,
 ``power_limit_w``: W); ``params`` and ``state`` are what the governor declares it saves
-(``saves``: constructor parameters, and fitted attributes without their trailing ``_``).
+(``tags.saves``: constructor parameters, and fitted attributes without their trailing ``_``).
 Loading imports only the policy's own module: ``dvfslab govern`` reads a tree, FFG or curve
 model without pandas, numpy or scikit-learn.
 
@@ -38,7 +38,7 @@ REGENERATE = "`dvfslab pipeline --data DATASET --out DIR` writes DIR/models/*.js
 def governor_spec(governor: Governor) -> dict[str, Any]:
     """The JSON-ready dict of a fitted governor (module doc)."""
     params, state = {}, {}
-    for key in governor.saves:
+    for key in governor.tags.saves:
         if key.endswith("_"):
             state[key[:-1]] = governor._fitted(key)
         else:
@@ -49,7 +49,7 @@ def governor_spec(governor: Governor) -> dict[str, Any]:
 
 def save_governor(governor: Governor, path: str | os.PathLike) -> None:
     """Write a fitted governor (atomically)."""
-    if not governor.saves:
+    if not governor.tags.saves:
         raise GovernorError(f"{governor.name}: has nothing to save (it is built, not learned: "
                             f"registry name {governor.name!r})")
     atomic_write_json(path, governor_spec(governor))
@@ -70,7 +70,7 @@ def governor_from_spec(spec: Any, policy: str | None = None) -> Governor:
     cls = governor_class(str(name))
     if spec.get("knob") not in KNOBS:
         raise GovernorError(f"unknown knob {spec.get('knob')!r}; known: {', '.join(KNOBS)}")
-    saved = {k.rstrip("_") for k in cls.saves}
+    saved = {k.rstrip("_") for k in cls.tags.saves}
     params, state = dict(spec.get("params") or {}), dict(spec.get("state") or {})
     if set(params) | set(state) != saved:
         raise GovernorError(f"a {name} governor saves {', '.join(sorted(saved))}; this file has "

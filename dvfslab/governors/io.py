@@ -5,7 +5,7 @@
 * :func:`load_policy` turns ``--policy`` / ``--model`` / ``--max-slowdown`` / ``--time-model``
   into a governor; a governor that cannot be used from a command line (``online`` and
   ``profiled`` need per-step energies from inside training) is refused with its declared
-  reason (``command_line``);
+  reason (``tags.not_on_command_line``);
 * :func:`features_from_hf_config` reads the features a Hugging Face ``config.json`` holds
   (layers, hidden size, decoder or encoder, an estimate of the parameter count);
 * :func:`decide` runs the governor on those features and says why.
@@ -51,9 +51,9 @@ def load_policy(policy: str, model: str | os.PathLike | None = None, *, max_slow
     governor whose time prediction a governor that only names a level needs under that limit.
     """
     cls = governor_class(policy)
-    if cls.command_line:
-        raise GovernorError(cls.command_line)
-    if not cls.needs_training:
+    if cls.tags.not_on_command_line:
+        raise GovernorError(cls.tags.not_on_command_line)
+    if not cls.tags.needs_training:
         gov = cls().fit()
     elif model is None:
         raise GovernorError(f"--policy {policy} needs --model FILE (models/{policy}.json written by `dvfslab pipeline`)"

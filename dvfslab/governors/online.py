@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.levels import snap_mhz
 from dvfslab.data.knobs import DEFAULT_KNOB
-from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -89,12 +89,13 @@ class OnlineGovernor(ProbingGovernor):
 
     name = "online"
     summary = "probes 5 spread levels, then 3 around the first estimate (26 steps), fits E(l), holds the best"
-    needs_training = False
-    command_line = ("the online governor probes levels during training and needs each step's energy, which a plain "
-                    "command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to your Trainer's "
-                    "callbacks (docs/governors.md), or use --policy mlg, curve or ffg here")
-    saves = ("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels", "step_units",
-             "model")
+    tags = GovernorTags(
+        needs_training=False, probes=True,
+        saves=("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels", "step_units",
+               "model"),
+        not_on_command_line="the online governor probes levels during training and needs each step's energy, which a "
+                            "plain command cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback to "
+                            "your Trainer's callbacks (docs/governors.md), or use --policy mlg, curve or ffg here")
 
     def __init__(self, n_levels: int = 5, coarse_steps: int = 2, fine_levels: int = 3, fine_steps: int = 5,
                  warmup_steps: int = 1, probe_levels: Sequence[float] | None = None,

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.curvemodel import DEFAULT_ALPHA, FittedCurve
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
@@ -68,12 +68,14 @@ class ProfiledGovernor(FittedCurve, ProbingGovernor):
 
     name = "profiled"
     summary = "measures the first steps at the default clock (time, power, GPU util), predicts every level's energy"
-    command_line = ("the profiled governor decides from its first warm-up + probe steps measured at the default clock "
-                    "inside training, which a plain command cannot report; in your training script add "
-                    "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, governor=load_governor(FILE), "
-                    "workload=FEATURES) to the Trainer's callbacks (it runs those steps under DvfsCallback's energy "
-                    "windows, docs/governors.md), or use --policy mlg, curve or ffg here")
-    saves = ("probe_steps", "warmup_steps", "curve_")
+    tags = GovernorTags(
+        probes=True, saves=("probe_steps", "warmup_steps", "curve_"),
+        not_on_command_line="the profiled governor decides from its first warm-up + probe steps measured at the "
+                            "default clock inside training, which a plain command cannot report; in your training "
+                            "script add dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
+                            "governor=load_governor(FILE), workload=FEATURES) to the Trainer's callbacks (it runs "
+                            "those steps under DvfsCallback's energy windows, docs/governors.md), or use --policy mlg, "
+                            "curve or ffg here")
 
     def __init__(self, probe_steps: int = DEFAULT_PROBE_STEPS, warmup_steps: int = DEFAULT_WARMUP_STEPS,
                  alpha: float = DEFAULT_ALPHA, with_static: bool = False, objective: Objective = LEAST_ENERGY):

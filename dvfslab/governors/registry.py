@@ -1,11 +1,24 @@
 """The governors by name: the one registry.
 
-One line per governor (``package.module:Class``); the name is the class's ``name``. It feeds
-building and fitting (:func:`make`, :func:`build`), loading a saved file
-(:mod:`dvfslab.governors.files`), ``dvfslab govern`` (its ``--policy`` choices and help), the
-recommendation's candidates, the cross-validation's list of governors that need no training
-workloads, and the notebooks' lists (:func:`check_names`, :func:`usable`). Adding a governor is
-its module, one line here, and its tests.
+One line per governor (``package.module:Class``); the name is the class's ``name``. Third-party
+packages add theirs through the entry-point group ``dvfslab.governors`` (:data:`ENTRY_POINT_GROUP`),
+one entry point per governor, named as the class::
+
+    [project.entry-points."dvfslab.governors"]
+    lowest = "mypkg.lowest:LowestGovernor"
+
+The registry is the one list of governors. It feeds building and fitting (:func:`make`,
+:func:`build`), loading a saved file (:mod:`dvfslab.governors.files`), ``dvfslab govern`` (its
+``--policy`` choices and help: :func:`command_line_names`), the recommendation's candidates
+(:func:`recommendable_names`), the cross-validation's split between governors refitted per
+fold and fitted once (each class's ``tags``, :class:`~dvfslab.governors.base.GovernorTags`), and
+notebooks 04 and 05, whose ``GOVERNOR_NAMES`` / ``RECOMMEND_CANDIDATES`` the pipeline fills from
+:func:`names` and :func:`recommendable_names` (:func:`check_names`, :func:`usable`). Adding a
+governor is its module, one line here (or one entry point), and its tests.
+
+A plugin that cannot be loaded (an import error, not a governor class, a name taken) is left out
+with one line on standard error naming the entry point and the error (:func:`broken_plugins`);
+asking for it by name says the same.
 
 Every governor module is light (no pandas, numpy or scikit-learn at import), so listing them
 costs nothing; fitting imports what it needs.
@@ -13,13 +26,15 @@ costs nothing; fitting imports what it needs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from functools import cache
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.plugins import load_object
-from dvfslab.governors.base import Governor
+from dvfslab.governors.base import Governor, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 
 if TYPE_CHECKING:
@@ -39,18 +54,59 @@ GOVERNORS: tuple[str, ...] = (
 )
 
 
+#: the entry-point group of third-party governors (module doc)
+ENTRY_POINT_GROUP = "dvfslab.governors"
+
+
+def _problem(cls: object, taken: Mapping[str, type[Governor]]) -> str:
+    """Why ``cls`` cannot be registered (``""``: it can)."""
+    if not (isinstance(cls, type) and issubclass(cls, Governor) and cls.name):
+        return "not a dvfslab.governors.base.Governor subclass with a name"
+    if cls.name in taken:
+        return f"the name {cls.name!r} is taken by {taken[cls.name].__module__}.{taken[cls.name].__name__}"
+    if cls.tags.probes != issubclass(cls, ProbingGovernor):
+        return (f"its tags say probes={cls.tags.probes} but it is {'' if issubclass(cls, ProbingGovernor) else 'not '}"
+                "a ProbingGovernor")
+    return ""
+
+
 @cache
 def registry() -> dict[str, type[Governor]]:
-    """Name -> class, in :data:`GOVERNORS` order."""
+    """Name -> class: :data:`GOVERNORS` in order, then the plugins (module doc)."""
     out: dict[str, type[Governor]] = {}
     for target in GOVERNORS:
         cls = load_object(target, label=f"governor {target!r}", what="a governor class")
-        if not (isinstance(cls, type) and issubclass(cls, Governor) and cls.name):
-            raise DvfsError(f"governor {target!r} is not a dvfslab.governors.base.Governor subclass with a name")
-        if cls.name in out:
-            raise DvfsError(f"governor {target!r}: the name {cls.name!r} is taken by {out[cls.name].__name__}")
+        problem = _problem(cls, out)
+        if problem:
+            raise DvfsError(f"governor {target!r}: {problem}")
         out[cls.name] = cls
+    _BROKEN.clear()
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            cls = ep.load()
+        except Exception as err:  # a third party's import: any error is theirs, reported in one line
+            problem = f"cannot load it ({type(err).__name__}: {' '.join(str(err).split())})"  # one line
+        else:
+            problem = _problem(cls, out)
+            if not problem and cls.name != ep.name:
+                problem = f"the entry point is named {ep.name!r} but the class's name is {cls.name!r}"
+        if problem:
+            _BROKEN[ep.name] = (f"dvfslab: governor plugin {ep.name} = {ep.value!r} (entry point group "
+                                f"{ENTRY_POINT_GROUP}) is left out: {problem}")
+            print(_BROKEN[ep.name], file=sys.stderr)
+        else:
+            out[cls.name] = cls
     return out
+
+
+#: entry-point name -> the line saying why it was left out (filled by :func:`registry`)
+_BROKEN: dict[str, str] = {}
+
+
+def broken_plugins() -> dict[str, str]:
+    """The plugins left out: entry-point name -> the one line that says why."""
+    registry()
+    return dict(_BROKEN)
 
 
 def names() -> list[str]:
@@ -60,7 +116,12 @@ def names() -> list[str]:
 
 def command_line_names() -> list[str]:
     """The governors ``dvfslab govern`` can use."""
-    return [n for n, cls in registry().items() if not cls.command_line]
+    return [n for n, cls in registry().items() if not cls.tags.not_on_command_line]
+
+
+def recommendable_names() -> list[str]:
+    """The governors that may be recommended in place of FFG (notebook 04's candidates)."""
+    return [n for n, cls in registry().items() if cls.tags.recommendable]
 
 
 def governor_class(name: str) -> type[Governor]:
@@ -68,6 +129,8 @@ def governor_class(name: str) -> type[Governor]:
     try:
         return registry()[name]
     except KeyError:
+        if name in _BROKEN:
+            raise GovernorError(_BROKEN[name].removeprefix("dvfslab: ")) from None
         raise GovernorError(f"unknown governor {name!r}; known: {', '.join(registry())}") from None
 
 

@@ -43,7 +43,7 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.levels import snap_mhz
-from dvfslab.governors.base import Governor, ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import Governor, GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -122,9 +122,11 @@ class SearchGovernor(ProbingGovernor):
 
     name = "search"
     summary = "prior-guided local search: from FFG's level, walk downhill on measured energy, O(log n) probes"
-    command_line = ("search probes levels during training and needs each step's energy, which a plain command cannot "
-                    "report; add dvfslab.harness.online_callback.OnlineDvfsCallback(backend, governor=...) to your "
-                    "Trainer's callbacks (docs/governors.md)")
+    tags = GovernorTags(probes=True,
+                        not_on_command_line="search probes levels during training and needs each step's energy, "
+                                            "which a plain command cannot report; add "
+                                            "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
+                                            "governor=...) to your Trainer's callbacks (docs/governors.md)")
 
     def __init__(self, prior: str | None = "ffg", prior_params: Mapping[str, Any] | None = None,
                  probe_units: float | None = None, max_probes: int | None = None,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.levels import snap_mhz
-from dvfslab.governors.base import Decision, Governor, LevelGovernor, Probe
+from dvfslab.governors.base import Decision, Governor, GovernorTags, LevelGovernor, Probe
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -28,10 +28,9 @@ class MaxnGovernor(Governor):
 
     name = "maxn"
     summary = "the baseline: the board's default (MAXN's dynamic clock, or the highest level)"
-    needs_training = False
-    recommendable = False
-    command_line = ("maxn is the board's default: run the command without dvfslab govern (or `dvfslab clocks "
-                    "--restore` first)")
+    tags = GovernorTags(needs_training=False, recommendable=False,
+                        not_on_command_line="maxn is the board's default: run the command without dvfslab govern (or "
+                                            "`dvfslab clocks --restore` first)")
 
     def __init__(self, objective: Objective = LEAST_ENERGY):
         self.objective = objective
@@ -51,7 +50,7 @@ class FixedGovernor(LevelGovernor):
 
     name = "ffg"
     summary = "one fixed level for every workload: the least mean energy / baseline over the training workloads"
-    saves = ("level_", "level_table_")
+    tags = GovernorTags(saves=("level_", "level_table_"), recommendable=False)  # FFG is the default, not a candidate
 
     def __init__(self, level: float | None = None, objective: Objective = LEAST_ENERGY):
         self.level = level
@@ -96,9 +95,8 @@ class OracleGovernor(Governor):
 
     name = "oracle"
     summary = "the least-energy measured level of each workload: the upper bound"
-    needs_training = False
-    recommendable = False
-    command_line = "the oracle knows only the measured answer of the workloads of a sweep"
+    tags = GovernorTags(needs_training=False, recommendable=False,
+                        not_on_command_line="the oracle knows only the measured answer of the workloads of a sweep")
 
     def __init__(self, objective: Objective = LEAST_ENERGY):
         self.objective = objective

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.levels import snap_mhz
-from dvfslab.governors.base import LevelGovernor
+from dvfslab.governors.base import GovernorTags, LevelGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -46,7 +46,7 @@ class TreeGovernor(LevelGovernor):
 
     name = "mlg"
     summary = "a decision tree on the workload features, learned on the training sweep (notebook 03)"
-    saves = ("tree_",)
+    tags = GovernorTags(saves=("tree_",))
 
     def __init__(self, estimator: Any = None, features: Sequence[str] = (), info: Mapping[str, Any] | None = None,
                  objective: Objective = LEAST_ENERGY):
@@ -115,9 +115,7 @@ class PaperTreeGovernor(TreeGovernor):
 
     name = "mlg-paper"
     summary = "the paper's published tree, as printed (layers, avg seq len, GPU util -> MHz)"
-    needs_training = False
-    knobs = ("gpu_freq_mhz",)
-    saves = ("util_split", "tree_")
+    tags = GovernorTags(needs_training=False, knobs=("gpu_freq_mhz",), saves=("util_split", "tree_"))
 
     def __init__(self, util_split: str = "long-seq", objective: Objective = LEAST_ENERGY):
         self.util_split = util_split

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dvfslab.governors.base import ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
 
@@ -37,11 +37,12 @@ class ZeusJitGovernor(ProbingGovernor):
 
     name = "zeus-jit"
     summary = "Zeus's JIT profiler: the first unit (epoch) split evenly over every level, then the least measured energy"
-    needs_training = False
-    command_line = ("zeus-jit probes every level during training and needs each step's energy, which a plain command "
-                    "cannot report; add dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
-                    "governor=ZeusJitGovernor()) to your Trainer's callbacks (docs/governors.md)")
-    saves = ("units",)
+    tags = GovernorTags(needs_training=False, probes=True, saves=("units",),
+                        not_on_command_line="zeus-jit probes every level during training and needs each step's "
+                                            "energy, which a plain command cannot report; add "
+                                            "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
+                                            "governor=ZeusJitGovernor()) to your Trainer's callbacks "
+                                            "(docs/governors.md)")
 
     def __init__(self, units: float = 1.0, objective: Objective = LEAST_ENERGY):
         self.units = units

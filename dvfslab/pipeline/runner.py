@@ -1,7 +1,10 @@
 """Run the notebook series 01 → 05 with papermill and collect its outputs.
 
 ``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
-other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``; each kernel is
+other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``, and the
+governor registry's lists to notebooks 04 and 05 (``GOVERNOR_NAMES``: every registered governor,
+plugins included; ``RECOMMEND_CANDIDATES``: the recommendable ones; :func:`registry_parameters`);
+each kernel is
 started, and imports what the notebooks import, while the notebook before it runs
 (:class:`dvfslab.pipeline.kernels.KernelPool`), and each notebook's HTML is rendered while the
 next one runs (``summary.json`` → ``pipeline.seconds``: each notebook's execution). The
@@ -50,6 +53,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "03_model_selection_loocv": ("cv_comparison", "mlg_tree", "mlg_paper_tree"),
     "04_governor_evaluation": ("savings_slowdown", "saving_vs_slowdown", "whole_job"),
     "05_beyond_the_paper": ("governor_cv", "pareto_energy_time"),
+}
+#: the parameters each notebook takes from the governor registry (:func:`registry_parameters`)
+REGISTRY_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "04_governor_evaluation": ("GOVERNOR_NAMES", "RECOMMEND_CANDIDATES"),
+    "05_beyond_the_paper": ("GOVERNOR_NAMES",),
 }
 KERNEL = "python3"
 KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)  # no start-up chatter
@@ -139,6 +147,16 @@ def render_html(notebook: Path) -> Path:
     return html
 
 
+def registry_parameters(name: str) -> dict[str, list[str]]:
+    """The parameters notebook ``name`` takes from the governor registry (:data:`REGISTRY_PARAMETERS`):
+    ``GOVERNOR_NAMES``, every registered governor, and ``RECOMMEND_CANDIDATES``, those that may
+    replace FFG (:mod:`dvfslab.governors.registry`)."""
+    from dvfslab.governors import registry
+
+    lists = {"GOVERNOR_NAMES": registry.names, "RECOMMEND_CANDIDATES": registry.recommendable_names}
+    return {param: lists[param]() for param in REGISTRY_PARAMETERS.get(name, ())}
+
+
 def missing_figures(out_dir: Path, notebooks: Sequence[str] = NOTEBOOKS) -> list[str]:
     """Figures (``figures/<name>.png``) the notebooks should have written but did not."""
     names = [f for nb in notebooks for f in FIGURES.get(nb, ())]
@@ -176,7 +194,8 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
             t0 = time.perf_counter()
             km = kernels.take()
             try:
-                executed = execute(name, out, params, bars.bar(i, name) if bars else False, km)
+                executed = execute(name, out, {**params, **registry_parameters(name)},
+                                   bars.bar(i, name) if bars else False, km)
             except PipelineError:
                 if html and (out / f"{name}.ipynb").exists():
                     render_html(out / f"{name}.ipynb")  # the failure, readable in a browser
