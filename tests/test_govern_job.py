@@ -223,7 +223,7 @@ def test_a_failing_command_restores_the_clocks_and_says_the_job_ended_while_prob
 def test_sigint_restores_and_exits_130(job_board, tmp_path):
     ready = tmp_path / "ready"
     proc = govern(job_board, "--policy", "search", "--progress", "steps", "--log", tmp_path / "int.jsonl",
-                  steps=500, job_args=["--ready", ready, "--ready-at", "20"], wait=False)
+                  steps=500, job_args=["--ready", ready, "--ready-at", "20", "--hang"], wait=False)
     child = wait_for(ready, proc)
     st = job_board.state()
     assert st["min_freq_hz"] == st["max_freq_hz"]  # probing: a level is locked
@@ -238,7 +238,7 @@ def test_sigint_restores_and_exits_130(job_board, tmp_path):
 def test_sigkill_leaves_the_state_file_for_the_repair(job_board, tmp_path):
     ready = tmp_path / "ready"
     proc = govern(job_board, "--policy", "search", "--progress", "steps", steps=500,
-                  job_args=["--ready", ready, "--ready-at", "20"], wait=False)
+                  job_args=["--ready", ready, "--ready-at", "20", "--hang"], wait=False)
     child = wait_for(ready, proc)
     proc.kill()
     proc.wait(timeout=30)

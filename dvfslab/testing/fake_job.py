@@ -6,7 +6,7 @@ s}, "gpu_mw": {level: mW}}`` (levels in MHz as keys, ``"default"`` for the unloc
 runs at the table's top). Then:
 
 * :class:`FakeJobIO` is the injected sysfs I/O (``DVFSLAB_SYSFS_IO=dvfslab.testing.fake_job:FakeJobIO``):
-  the fake kernel's devfreq rules, and reads of the named rail's INA3221 files that give
+  the fake kernel's devfreq rules (opening it starts a new handshake), and reads of the named rail's INA3221 files that give
   ``1000 mV`` and ``gpu_mw`` mA for the level ``cur_freq`` shows — the rail's power follows the
   clock, as on a board; its ``virtual_clock`` (:class:`FileJobClock`) is the time in
   ``clock`` (s), which only the job moves;
@@ -17,7 +17,8 @@ runs at the table's top). Then:
   time and reports the step (``step k``, a tqdm-like ``k/N [...]`` line on stderr, a line
   appended to ``--progress-file``, or ``--counter`` rewritten). ``--silent-after K --silent-s S``:
   after step K the clock moves S s with no progress (an evaluation); ``--fail-at K`` exits 3 at
-  step K; ``--ready PATH [--ready-at K]``: writes its pid there once step K (default 1) is reported.
+  step K; ``--ready PATH [--ready-at K] [--hang]``: writes its pid there once govern has handled step K
+(default 1), then with ``--hang`` waits to be signalled.
 
 So every probe window reads exactly its level's figures: the test's expected energies are the
 U-curve's, by hand.
@@ -87,6 +88,8 @@ class FakeJobIO(FakeKernelIO):
     def __init__(self, root):
         super().__init__(root)
         self.virtual_clock = FileJobClock(self.root)
+        # a new governed run starts a new handshake (a killed run's count must not let the job run ahead)
+        _write(self.virtual_clock.dir / "handled", "-1")
         spec = json.loads((self.root / JOB_DIR / "spec.json").read_text())
         self.spec = spec
         self._rail_files = self._find_rail(spec["rail"])
@@ -145,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fail-at", type=int)
     p.add_argument("--ready")
     p.add_argument("--ready-at", type=int, default=1)
+    p.add_argument("--hang", action="store_true", help="after --ready, wait to be signalled")
     p.add_argument("--no-handshake", action="store_true", help="do not wait for govern (a job run alone)")
     a = p.parse_args(argv)
     root = Path(a.root)
@@ -154,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(1, a.steps + 1):
         if not a.no_handshake:
             _wait_handled(clock, k - 1)
+        if a.ready and k - 1 == a.ready_at:  # govern has handled step K: its level is in place
+            _write(Path(a.ready), str(os.getpid()))
+            while a.hang:
+                time.sleep(0.05)
         if a.fail_at == k:
             print(f"fake job: failing at step {k}", file=sys.stderr, flush=True)
             return 3
@@ -168,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
                 fh.write(f"step {k}\n")
         else:
             _write(Path(a.progress_file), f"{k}\n")
-        if a.ready and k == a.ready_at:
-            _write(Path(a.ready), str(os.getpid()))
         if a.silent_after == k and a.silent_s:
             print("fake job: evaluating (no progress)", flush=True)
             clock.advance(a.silent_s)
