@@ -270,3 +270,25 @@ def test_a_measuring_governor_without_a_progress_source_is_refused_in_one_line(j
 
     if "eta" not in inspect.signature(Objective).parameters:  # until the Zeus-cost selector lands (issue 28)
         assert r.returncode == 2 and "Zeus-cost selector" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_the_rehearsal_runs_the_doctor_on_a_fake_orin_tree():
+    r = subprocess.run([sys.executable, "-m", "dvfslab.testing.rehearse"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("REHEARSAL: dvfslab doctor on a fake agx-orin-jp6 tree")
+    assert "ok    lock: 306 and 1300.5 MHz locked" in r.stdout and "0 fail" in r.stdout
+    help_text = subprocess.run([sys.executable, "-m", "dvfslab", "doctor", "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+    assert "python -m dvfslab.testing.rehearse" in help_text
+
+
+def test_the_simulated_board_runs_end_to_end_and_says_so(tmp_path):
+    log = tmp_path / "sim.jsonl"
+    job = "import sys\nfor i in range(1, 121): print('step', i)\n"
+    r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "search", "--backend", "sim",
+                        "--progress", "steps", "--log", str(log), "--", sys.executable, "-c", job],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    windows, s = read_log(log)
+    assert s["simulated"] is True and all(w["simulated"] for w in windows) and "SIMULATED" in r.stderr
+    assert s["decided"] and s["chosen_level"] in LEVELS and s["probes"] >= 3

@@ -271,7 +271,7 @@ def _run_governed(args, gov, source) -> int:
         raise DvfsError("no command given; usage: dvfslab govern ... -- CMD ARGS...")
     feed, parser, poller = source
     feats = workload_features(args)
-    clocks, meter, levels, handled, interval_s, settle_s, simulated = _backend(args, feats)
+    clocks, meter, levels, handled, _, settle_s, simulated = _backend(args, feats)
 
     def set_level(level):
         if level is None:
@@ -285,7 +285,7 @@ def _run_governed(args, gov, source) -> int:
     log = JobLog(args.log)
     probe = LiveProbe(levels, meter, feed, set_level, lambda w: None, handled=handled, stall_s=args.stall_s,
                       settle_s=settle_s, unit=feed.unit)
-    job = GovernedJob(gov, feats, probe, log, interval_s=interval_s, baseline_windows=args.baseline_windows,
+    job = GovernedJob(gov, feats, probe, log, baseline_windows=args.baseline_windows,
                       simulated=simulated, say=say)
     fwd = hardware._Forwarder()
     fwd.install()

@@ -109,6 +109,13 @@ class SamplerMeter:
     def now(self) -> float:
         return self.clock()
 
+    def sample_interval_s(self) -> float:
+        """Time between two fresh readings: the sensor's update interval, or what one sample's
+        reads cost when that is longer (an AGX Orin's blocking INA3221 reads: about 40 ms)."""
+        cost = self.sampler.read_cost
+        mean = cost.total_s / cost.n if cost.n else 0.0
+        return max(self.interval_s, mean)
+
     def begin(self) -> None:
         self.sampler.begin_window("govern")
 
@@ -139,6 +146,9 @@ class SimMeter:
 
     def now(self) -> float:
         return self.board.now()
+
+    def sample_interval_s(self) -> float:
+        return self.interval_s
 
     def begin(self) -> None:
         self._open, self._acc = True, [0.0, 0.0, 0]
@@ -279,10 +289,13 @@ class LiveProbe:
         self.on_window(w)
         return w
 
-    def calibrate(self, interval_s: float) -> Window:
+    def calibrate(self, interval_s: float | None = None) -> Window:
         """The first window, at the default clock: from the first progress on (what came before
         is start-up), until it has read ``READ_SAMPLES`` sensor intervals and
-        ``CALIBRATION_UNITS`` units; sets :attr:`model` from it."""
+        ``CALIBRATION_UNITS`` units; sets :attr:`model` from it. ``interval_s`` (default: the
+        meter's time between fresh readings, asked again at the end) sizes the read."""
+        fixed = interval_s
+        interval_s = fixed if fixed is not None else self.meter.sample_interval_s()
         self.set_level(None)
         self._next()  # start-up ends with the first progress the command reports
         self.meter.begin()
@@ -295,6 +308,8 @@ class LiveProbe:
             times.append((now - t_prev) / delta if delta else 0.0)
             t_prev, done = now, done + delta
         time_s, energy_j, n = self.meter.end()
+        interval_s = fixed if fixed is not None else self.meter.sample_interval_s()
+        self.interval_s = interval_s
         w = Window("calibration", None, units=done, read_units=done, time_s=time_s, energy_j=energy_j,
                    t_end_s=self.meter.now(), n_samples=n)
         self.on_window(w)

@@ -67,7 +67,11 @@ def saving(held: Sequence[float], base: Sequence[float], *, seed: int = 0
     if len(set(held)) == 1 and len(set(base)) == 1:
         return point, [point, point], "every window of each group read the same energy per unit"
     import numpy as np
-    from scipy.stats import bootstrap
+
+    try:
+        from scipy.stats import bootstrap
+    except ImportError:
+        return point, None, "no interval: scipy is not installed (pip install 'dvfslab[govern]')"
 
     def stat(h, b, axis=-1):
         return 100.0 * (1.0 - np.mean(h, axis=axis) / np.mean(b, axis=axis))

@@ -231,11 +231,19 @@ class PrometheusProgress:
     def __init__(self, url: str, metric: str, timeout_s: float = 2.0):
         if not metric:
             raise ProgressError("--progress-url needs --progress-metric NAME (e.g. nv_inference_count for Triton)")
+        import importlib.util
+
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise ProgressError("--progress-url reads the page with prometheus_client's text parser: pip install "
+                                "'dvfslab[govern]'")
         self.url, self.metric, self.timeout_s = url, metric, float(timeout_s)
 
     def read(self) -> float | None:
-        from prometheus_client.parser import text_string_to_metric_families
-
+        try:
+            from prometheus_client.parser import text_string_to_metric_families
+        except ImportError:
+            raise ProgressError("--progress-url reads the page with prometheus_client: pip install "
+                                "'dvfslab[govern]'") from None
         try:
             with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:  # noqa: S310 (a URL the user gave)
                 text = resp.read().decode("utf-8", errors="replace")

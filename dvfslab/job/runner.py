@@ -83,7 +83,7 @@ class GovernedJob:
     """One command under one governor (module doc)."""
 
     def __init__(self, governor: Governor, workload: Mapping[str, Any], probe: LiveProbe, log: JobLog, *,
-                 interval_s: float, baseline_windows: int = BASELINE_WINDOWS, simulated: bool = False,
+                 interval_s: float | None = None, baseline_windows: int = BASELINE_WINDOWS, simulated: bool = False,
                  say: Callable[[str], None] = lambda s: None):
         if baseline_windows < 1:
             raise DvfsError(f"--baseline-windows must be >= 1 (the first is the calibration), got {baseline_windows}")
