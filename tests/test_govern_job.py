@@ -292,3 +292,51 @@ def test_the_simulated_board_runs_end_to_end_and_says_so(tmp_path):
     windows, s = read_log(log)
     assert s["simulated"] is True and all(w["simulated"] for w in windows) and "SIMULATED" in r.stderr
     assert s["decided"] and s["chosen_level"] in LEVELS and s["probes"] >= 3
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+    """A pipeline output folder as `dvfslab pipeline` leaves it: summary.json with the
+    recommendation and models/ffg.json (FFG fitted on a toy sweep)."""
+    from analysis_fixtures import make_dataset
+
+    from dvfslab import analysis as F
+    from dvfslab.data.contract import load_dataset
+    from dvfslab.governors.files import save_governor
+    from dvfslab.governors.static import FixedGovernor
+
+    root = tmp_path_factory.mktemp("run")
+    sweep = F.sweep_from_dataset(load_dataset(make_dataset(root / "ds")))
+    table = F.feature_table(sweep)
+    data = F.TrainingData(sweep, table, list(table.loc[table["split"] == "characterization", "workload_id"]))
+    (root / "out" / "models").mkdir(parents=True)
+    ffg = FixedGovernor().fit(data)
+    ffg.level_ = 1122.0  # not the table's middle (816), where a search without a prior starts
+    save_governor(ffg, root / "out" / "models" / "ffg.json")
+    return root / "out"
+
+
+def test_the_recommended_governor_runs_from_the_pipeline_folder(job_board, tmp_path, pipeline_run):
+    from dvfslab.core.levels import snap_mhz
+
+    (pipeline_run / "summary.json").write_text(json.dumps({"recommended": {"policy": "search"}}))
+    log = tmp_path / "rec.jsonl"
+    rc, _, err = govern(job_board, "--policy", "recommended", "--model", f"{pipeline_run}/", "--progress", "steps",
+                        "--log", log, steps=140)
+    assert rc == 0, err
+    windows, s = read_log(log)
+    assert s["policy"] == "search" and s["chosen_level"] == OPTIMUM
+    ffg_level = json.loads((pipeline_run / "models" / "ffg.json").read_text())["state"]["level"]
+    first_probe = next(w for w in windows if w["phase"] == "probe")
+    assert first_probe["level"] == snap_mhz(ffg_level, LEVELS) == 1122  # started from the run's FFG level
+    (pipeline_run / "summary.json").write_text(json.dumps({"recommended": {"policy": "zeus-jit"}}))
+    rc, _, err = govern(job_board, "--policy", "recommended", "--model", pipeline_run, "--progress", "steps",
+                        "--log", log, steps=80)
+    assert rc == 0, err
+    _, s = read_log(log)
+    assert s["policy"] == "zeus-jit" and s["chosen_level"] == OPTIMUM
+    env = {**os.environ, "DVFSLAB_SYSFS_IO": FAKE_JOB_IO}
+    r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "recommended", "--progress", "steps",
+                        "--sysfs-root", str(job_board.root), "--", "true"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "needs --model RUN/" in r.stderr and r.stderr.count("\n") == 1
