@@ -340,3 +340,25 @@ def test_the_recommended_governor_runs_from_the_pipeline_folder(job_board, tmp_p
                         "--sysfs-root", str(job_board.root), "--", "true"], env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "needs --model RUN/" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_the_nvml_backend_probes_a_discrete_gpu_and_resets_its_locked_clocks(monkeypatch, capsys, tmp_path):
+    """On a fake A100 (pynvml; real time, constant 60 W): the search probes, holds a level of the
+    card's table, the locked clocks are reset at the end. The job prints a step every few ms."""
+    from dvfslab.cli import main
+    from dvfslab.testing import fake_pynvml
+
+    mod = fake_pynvml.make_module([fake_pynvml.FakeGpu(power_mw=60000.0)])
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    log = tmp_path / "nvml.jsonl"
+    job = "import time\nfor i in range(1, 401):\n    time.sleep(0.005)\n    print('step', i, flush=True)\n"
+    rc = main(["govern", "--policy", "search", "--backend", "nvml", "--progress", "steps", "--log", str(log), "--",
+               sys.executable, "-c", job])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    windows, s = read_log(log)
+    levels = mod.fake_gpus[0].graphics_clocks_mhz
+    assert s["decided"] and s["chosen_level"] in levels and s["probes"] >= 3 and not s["simulated"]
+    assert all(w["level"] in levels for w in windows if w["phase"] == "probe")
+    assert out.count("step ") == 400
+    assert mod.fake_gpus[0].locked_mhz is None  # nvmlDeviceResetGpuLockedClocks was called
