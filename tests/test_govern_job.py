@@ -362,3 +362,46 @@ def test_the_nvml_backend_probes_a_discrete_gpu_and_resets_its_locked_clocks(mon
     assert all(w["level"] in levels for w in windows if w["phase"] == "probe")
     assert out.count("step ") == 400
     assert mod.fake_gpus[0].locked_mhz is None  # nvmlDeviceResetGpuLockedClocks was called
+
+
+def test_the_power_limit_knob_on_nvml_reads_the_limit_as_the_power_and_restores_it(monkeypatch, capsys, tmp_path):
+    """A fake A100 drawing 300 W unless capped (limits 100-400 W; NVML's rule: the set limit caps
+    the power): each probe window's mean power (energy per step / time per step) is its limit, or
+    300 W above it, to 1 %; the job's step time does not depend on the limit (the job sleeps), so
+    energy per step is least at the lowest limit, 100 W (held at 150 W or less: 25 W apart, the
+    real sleeps' jitter can swap neighbours). The original limit is back at the end."""
+    from dvfslab.cli import main
+    from dvfslab.testing import fake_pynvml
+
+    mod = fake_pynvml.make_module([fake_pynvml.FakeGpu(power_mw=300000.0)])
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    log = tmp_path / "limit.jsonl"
+    job = "import time\nfor i in range(1, 601):\n    time.sleep(0.005)\n    print('step', i, flush=True)\n"
+    rc = main(["govern", "--policy", "search", "--backend", "nvml", "--knob", "power-limit", "--progress", "steps",
+               "--log", str(log), "--", sys.executable, "-c", job])
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    windows, s = read_log(log)
+    probes = [w for w in windows if w["phase"] == "probe"]
+    assert len(probes) >= 3 and all(w["level"] in [100 + 25 * k for k in range(13)] for w in probes)
+    for w in probes:
+        assert w["energy_per_unit_j"] / w["time_per_unit_s"] == pytest.approx(min(w["level"], 300.0), rel=0.01), w
+    assert s["decided"] and s["chosen_level"] <= 150
+    assert mod.fake_gpus[0].limit_mw == 400000 and "power limit restored: 400 W" in err
+
+
+def test_a_power_limit_left_by_a_killed_run_is_restored_by_the_next(monkeypatch, tmp_path):
+    from dvfslab.job.nvml_limit import NvmlPowerLimit
+    from dvfslab.testing import fake_pynvml
+
+    mod = fake_pynvml.make_module([fake_pynvml.FakeGpu(power_mw=300000.0)])
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    first = NvmlPowerLimit(state_dir=tmp_path)
+    first.lock(150)
+    assert mod.fake_gpus[0].limit_mw == 150000
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    state = json.loads(first.state_file.read_text())
+    first.state_file.write_text(json.dumps({**state, "pid": int(dead.stdout)}))  # as a SIGKILLed run leaves it
+    second = NvmlPowerLimit(state_dir=tmp_path)
+    assert second.repaired == "restored the power limit a killed run left: 400 W"
+    assert mod.fake_gpus[0].limit_mw == 400000 and not first.state_file.exists()

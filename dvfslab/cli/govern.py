@@ -97,6 +97,9 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("auto", "jetson", "nvml", "sim"), default="auto",
                    help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), or "
                         "the simulated board (nothing real changes; every figure simulated)")
+    p.add_argument("--knob", choices=("clock", "power-limit"), default="clock",
+                   help="what a level is: the GPU clock (MHz, default) or, with --backend nvml, the GPU's power "
+                        "limit (W, from its maximum down to its minimum in 25 W steps)")
     p.add_argument("--dry-run", action="store_true", help="print the decision (or that it is made while the job runs) "
                                                           "and exit")
     hardware.pin_arguments(p)
@@ -174,14 +177,14 @@ def run(args) -> int:
     from dvfslab.governors.registry import governor_class
 
     source = _progress_source(args)
-    as_before = (source is None and args.policy != RECOMMENDED and not governor_class(args.policy).probing
+    as_before = (source is None and args.knob == "clock" and args.policy != RECOMMENDED and not governor_class(args.policy).probing
                  and args.eta is None and not (args.model and os.path.isdir(args.model)))
     if as_before:
         return _run_static(args)
     from dvfslab.job.policy import job_governor
 
     gov = job_governor(args.policy, args.model, max_slowdown_pct=args.max_slowdown, eta=args.eta,
-                       time_model=args.time_model)
+                       time_model=args.time_model, knob="power_limit_w" if args.knob == "power-limit" else None)
     if source is None:
         if gov.probing:
             raise DvfsError(f"--policy {gov.name} measures the job while it runs: give it a progress source "
@@ -234,10 +237,22 @@ def _backend(args, feats: dict):
         be = get_backend("sim")
         meter = SimMeter(be.board, _sim_workload(feats))
         return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, True
+    if args.knob == "power-limit" and args.backend != "nvml":
+        raise DvfsError("--knob power-limit sets a discrete GPU's power limit through NVML: add --backend nvml")
     if args.backend == "nvml":
         from dvfslab.hw import get_backend
 
         be = get_backend("nvml")
+        if args.knob == "power-limit":
+            from dvfslab.job.nvml_limit import NvmlPowerLimit
+
+            limit = NvmlPowerLimit(state_dir=args.state_dir)
+            if limit.repaired:
+                print(f"dvfslab govern: {limit.repaired}", file=sys.stderr)
+            if be.power is None:
+                raise DvfsError("NVML gives no power reading on this GPU: dvfslab govern cannot measure it")
+            meter = SamplerMeter(be.power, be.clock, virtual=False)
+            return limit, meter, limit.levels_mhz(), None, meter.interval_s, meter.interval_s, False
         if be.clocks is None or be.power is None:
             raise DvfsError("NVML offers no clock control or no power reading on this GPU: dvfslab govern cannot "
                             "measure it (dvfslab devices says which)")
@@ -326,5 +341,7 @@ def _run_governed(args, gov, source) -> int:
         log.write(s)
         log.close()
         print(format_summary(s), file=sys.stderr, flush=True)
-        if hasattr(clocks, "state"):
+        if hasattr(clocks, "restored_line"):
+            say(clocks.restored_line())
+        elif hasattr(clocks, "state"):
             say(f"clocks restored: {hardware._state_line(clocks.state())}")

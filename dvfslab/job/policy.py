@@ -69,8 +69,10 @@ def _saved(run: Path | None, name: str, model: str | os.PathLike | None) -> Gove
 
 
 def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slowdown_pct: float | None = None,
-                 eta: float | None = None, time_model: str | os.PathLike | None = None) -> Governor:
-    """The governor ``--policy`` names (module doc), with the objective the options build."""
+                 eta: float | None = None, time_model: str | os.PathLike | None = None,
+                 knob: str | None = None) -> Governor:
+    """The governor ``--policy`` names (module doc), with the objective the options build; ``knob``:
+    what a level is (default: the GPU clock; ``power_limit_w`` on ``--knob power-limit``)."""
     run = Path(model) if model is not None and Path(model).is_dir() else None
     if policy == RECOMMENDED:
         if run is None:
@@ -92,9 +94,14 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
                 gov.prior_, gov.knob_ = prior, prior.knob_
         else:
             gov.fit()
-    if gov.knob_ != DEFAULT_KNOB:
+    knob = knob or DEFAULT_KNOB
+    learned = cls.needs_training and not (policy == "search" and getattr(gov, "prior_", None) is None)
+    if gov.knob_ != knob and not learned and (not cls.knobs or knob in cls.knobs):
+        gov.knob_ = knob  # learned nothing: it decides the knob it is given (online fits it accordingly)
+    if gov.knob_ != knob:
+        what = "the GPU clock" if knob == DEFAULT_KNOB else f"the {get_knob(knob).label} (--knob power-limit)"
         raise GovernorError(f"this {policy} governor decides {get_knob(gov.knob_).label} levels "
-                            f"({get_knob(gov.knob_).unit}); dvfslab govern sets the GPU clock")
+                            f"({get_knob(gov.knob_).unit}); dvfslab govern sets {what} here")
     times = load_governor(time_model, policy="curve").model if time_model is not None else None
     obj = objective(max_slowdown_pct, eta, times)
     return gov if obj is None else gov.with_params(objective=obj)
