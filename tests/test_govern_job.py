@@ -261,6 +261,10 @@ def test_a_measuring_governor_without_a_progress_source_is_refused_in_one_line(j
     r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "online", "--sysfs-root",
                         str(job_board.root), "--", "true"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "progress source" in r.stderr and r.stderr.count("\n") == 1
+    r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "oracle", "--progress", "steps",
+                        "--sysfs-root", str(job_board.root), "--", "true"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "cannot govern a new job" in r.stderr and r.stderr.count("\n") == 1
     r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "search", "--eta", "0.5",
                         "--progress", "steps", "--sysfs-root", str(job_board.root), "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)

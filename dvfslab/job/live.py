@@ -194,6 +194,7 @@ class LiveProbe:
         self._t_event: float | None = None
         self.ended = False
         self.tau_s: float | None = None
+        self._said_silent = False  # a stretch with no progress already logged while waiting
 
     # -- progress -----------------------------------------------------------------------------
     def _next(self) -> tuple[float, bool]:
@@ -209,7 +210,7 @@ class LiveProbe:
             except queue.Empty:
                 if (self.stall_s is not None and self._t_event is not None and not silent_logged
                         and not self.meter.virtual and self.meter.now() - self._t_event > self.stall_s):
-                    silent_logged = True
+                    silent_logged = self._said_silent = True
                     self.on_window(Window("no-progress", self.level, t_end_s=self.meter.now(), measurement=False,
                                           why=f"no progress for more than {self.stall_s:g} s (loading, evaluating or "
                                               "saving?): not a measurement; the governor waits"))
@@ -232,7 +233,9 @@ class LiveProbe:
         while done < units - 1e-9:
             delta, stalled = self._next()
             done += delta
-            if stalled:
+            if stalled and self._said_silent:
+                self._said_silent = False
+            elif stalled:
                 self.on_window(Window("no-progress", level, units=delta, t_end_s=self.meter.now(), measurement=False,
                                       why=f"a stretch with no progress (over {self.stall_s:g} s) in the settle after "
                                           "a change of level: not a measurement (the settle is not read anyway)"))
@@ -247,6 +250,11 @@ class LiveProbe:
             if stalled:
                 self.meter.end()
                 gap = self.meter.now() - t0
+                if self._said_silent:  # said while waiting (real time): restart without a second line
+                    self._said_silent = False
+                    self.meter.begin()
+                    t0, done = self.meter.now(), 0.0
+                    continue
                 self.on_window(Window("no-progress", level, units=done + delta, t_end_s=self.meter.now(),
                                       measurement=False,
                                       why=f"a stretch with no progress (over {self.stall_s:g} s; the window had run "

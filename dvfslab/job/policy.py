@@ -93,7 +93,11 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
             else:
                 gov.prior_, gov.knob_ = prior, prior.knob_
         else:
-            gov.fit()
+            try:
+                gov.fit()
+            except GovernorError:  # a yardstick that reads a sweep's answers (oracle)
+                raise GovernorError(f"--policy {policy} cannot govern a new job: "
+                                    f"{cls.command_line or 'it needs a sweep to fit'}") from None
     knob = knob or DEFAULT_KNOB
     learned = cls.needs_training and not (policy == "search" and getattr(gov, "prior_", None) is None)
     if gov.knob_ != knob and not learned and (not cls.knobs or knob in cls.knobs):
