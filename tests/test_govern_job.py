@@ -87,7 +87,8 @@ def test_a_measuring_governor_ends_at_the_hand_optimum(job_board, tmp_path, poli
     log = tmp_path / "govern.jsonl"
     rc, out, err = govern(job_board, "--policy", policy, "--progress", "steps", "--log", log, steps=steps)
     assert rc == 0, err
-    assert out.count("step ") == steps and "fake job: loading" in out  # the command's output passed through
+    # the command's output passed through byte for byte (govern writes only to stderr)
+    assert out == "fake job: loading\n" + "".join(f"step {k} loss 0.5\n" for k in range(1, steps + 1))
     windows, s = read_log(log)
     assert s["summary"] is True and s["chosen_level"] == OPTIMUM and s["decided"] and s["probes"] >= 3
     seen = check_energies(windows)
@@ -409,3 +410,46 @@ def test_a_power_limit_left_by_a_killed_run_is_restored_by_the_next(monkeypatch,
     second = NvmlPowerLimit(state_dir=tmp_path)
     assert second.repaired == "restored the power limit a killed run left: 400 W"
     assert mod.fake_gpus[0].limit_mw == 400000 and not first.state_file.exists()
+
+
+def drain(feed: ProgressFeed) -> list[float]:
+    out = []
+    while not feed._q.empty():
+        out.append(feed.get(0))
+    return out
+
+
+def test_the_lightning_preset_counts_batches_across_epochs():
+    # PyTorch Lightning's bar restarts each epoch: Epoch K's batch N of M is K * M + N batches done
+    text = ("Epoch 0:  50%|#####     | 2/4 [00:01<00:01,  2.00it/s, v_num=0, train_loss=0.7]\r"
+            "Epoch 0: 100%|##########| 4/4 [00:02<00:00,  2.00it/s, v_num=0, train_loss=0.6]\n"
+            "Validation DataLoader 0: 100%|##########| 3/3 [00:00<00:00, 30.0it/s]\n"
+            "Epoch 1:  25%|##5       | 1/4 [00:00<00:01,  2.00it/s, v_num=0, train_loss=0.5]\n")
+    feed = ProgressFeed()
+    LineProgress(feed, preset="lightning").feed_text(text)
+    assert drain(feed) == [2, 4, 5] and feed.unit == "batch"  # 0*4+2, 0*4+4, 1*4+1; validation is not progress
+
+
+def test_a_regex_with_a_group_is_the_total_and_without_one_counts_lines():
+    feed = ProgressFeed()
+    LineProgress(feed, regex=r"global_step=(\d+)").feed_text("x global_step=3\nnoise\nglobal_step=7 loss\n")
+    assert drain(feed) == [3, 7]
+    feed = ProgressFeed()
+    LineProgress(feed, regex=r"^done ").feed_text("done a\nnot done\ndone b\n")
+    assert drain(feed) == [1, 2]
+    from dvfslab.job.progress import ProgressError
+
+    with pytest.raises(ProgressError, match="not a regular expression"):
+        LineProgress(ProgressFeed(), regex="(")
+
+
+def test_a_progress_file_is_a_counter_or_one_line_per_unit(tmp_path):
+    from dvfslab.job.progress import FileProgress
+
+    f = tmp_path / "p"
+    src = FileProgress(f)
+    assert src.read() is None  # not written yet
+    f.write_text("12\n")
+    assert src.read() == 12  # one number: a counter
+    f.write_text("step 1\nstep 2\nstep 3\nstep")
+    assert src.read() == 3  # lines; the fourth is still being written
