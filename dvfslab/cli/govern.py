@@ -23,6 +23,7 @@ from the state file.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from dvfslab.cli import hardware
@@ -314,14 +315,14 @@ def _run_governed(args, gov, source) -> int:
             poller.start()
         try:
             job.run()
+        except hardware._Signalled:
+            raise  # already forwarded to the command by the handler
         except BaseException:
-            fwd.forward(15)  # the governor failed: stop the command too (SIGTERM)
+            fwd.forward(signal.SIGTERM)  # the governor failed: stop the command too
             raise
         rc = hardware._exit_code(fwd.child.wait())
         return rc
     except hardware._Signalled as sig:
-        import signal
-
         if not fwd.forwarded:
             fwd.forward(sig.signum)
         clocks.reset()  # restore first, then wait for the command to finish
