@@ -221,19 +221,20 @@ def test_a_failing_command_restores_the_clocks_and_says_the_job_ended_while_prob
     assert limits(job_board) == ORIGINAL
 
 
-def test_sigint_restores_and_exits_130(job_board, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_restores_and_exits_128_plus_it(job_board, tmp_path, sig):
     ready = tmp_path / "ready"
-    proc = govern(job_board, "--policy", "search", "--progress", "steps", "--log", tmp_path / "int.jsonl",
+    proc = govern(job_board, "--policy", "search", "--progress", "steps", "--log", tmp_path / "sig.jsonl",
                   steps=500, job_args=["--ready", ready, "--ready-at", "20", "--hang"], wait=False)
     child = wait_for(ready, proc)
     st = job_board.state()
     assert st["min_freq_hz"] == st["max_freq_hz"]  # probing: a level is locked
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGINT, err
+    assert proc.returncode == 128 + sig, err
     assert limits(job_board) == ORIGINAL and gone(child)
-    _, s = read_log(tmp_path / "int.jsonl")
-    assert s["exit_code"] == 130 and "SIGINT" in s["note"]
+    _, s = read_log(tmp_path / "sig.jsonl")
+    assert s["exit_code"] == 128 + sig and signal.Signals(sig).name in s["note"]
 
 
 def test_sigkill_leaves_the_state_file_for_the_repair(job_board, tmp_path):
