@@ -10,3 +10,13 @@ program, a running job as the governor's probe, the log of windows and its summa
 
 No transformers: the in-process path (a ``Trainer`` callback) is :mod:`dvfslab.harness`.
 """
+
+from dvfslab.job.live import JobEnded, LiveProbe, SamplerMeter, SimMeter, Window, live_probe_model
+from dvfslab.job.log import JobLog, format_summary, read_summary, summary
+from dvfslab.job.policy import job_governor
+from dvfslab.job.progress import FileProgress, LineProgress, ProgressFeed, PrometheusProgress
+from dvfslab.job.runner import GovernedJob, start_command
+
+__all__ = ["FileProgress", "GovernedJob", "JobEnded", "JobLog", "LineProgress", "LiveProbe", "ProgressFeed",
+           "PrometheusProgress", "SamplerMeter", "SimMeter", "Window", "format_summary", "job_governor",
+           "live_probe_model", "read_summary", "start_command", "summary"]
