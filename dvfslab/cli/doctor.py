@@ -13,6 +13,8 @@ the blocking fake INA3221 does) and runs the lock test last: the lowest and the 
 level, restored afterwards through the clocks' own reset, also on SIGINT / SIGTERM, then the
 other clocks (the memory clock and the CPU clusters: can they be pinned, does a pin hold).
 ``--dataset DIR`` checks a past dataset instead: valid, and whether its other clocks wandered.
+Without a board, ``python -m dvfslab.testing.rehearse`` runs these checks on the fake AGX Orin
+tree in a temporary folder (said in ``--help``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ DEFAULT_SAMPLE_S = 2.0
 
 
 def register(sub) -> None:
-    p = sub.add_parser("doctor", help="check the board (or dGPU) before a long sweep: ok / warn / fail and the fix")
+    p = sub.add_parser("doctor", help="check the board (or dGPU) before a long sweep: ok / warn / fail and the fix",
+                       epilog="Rehearse without a board: `python -m dvfslab.testing.rehearse` builds the fake AGX Orin "
+                              "tree in a temporary folder and runs these checks on it (the lock test included, on "
+                              "the fake kernel's rules), so a laptop shows what the board will be asked; nothing "
+                              "real is touched.")
     p.add_argument("--backend", choices=("auto", "jetson", "nvml"), default="auto",
                    help="the Jetson's sysfs, NVML, or the first found (default)")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")

@@ -1,53 +1,89 @@
-"""``dvfslab govern``: let a governor choose the GPU level, lock it, run a command, restore.
+"""``dvfslab govern``: run any governor of the registry around a command.
 
-    dvfslab govern --policy {ffg,mlg-paper,mlg,curve} [--model FILE] [--max-slowdown PCT]
-                   [--time-model FILE] [--layers N --hidden-size N --avg-seq-len TOKENS
-                   --gpu-util PCT --model-type encoder|decoder --params-m M | --hf-config PATH]
-                   [--backend auto|jetson|sim] [--dry-run] -- CMD ARGS...
+    dvfslab govern --policy NAME|recommended [--model FILE|RUN/] [--max-slowdown PCT] [--eta ETA]
+                   [--progress hf|lightning|steps | --progress-regex REGEX | --progress-file PATH |
+                    --progress-url URL --progress-metric NAME] [--log FILE.jsonl]
+                   [workload features] [--backend auto|jetson|nvml|sim] [--emc MHZ|max] [--cpu MHZ|max]
+                   [--dry-run] -- CMD ARGS...
+    dvfslab govern --replay FILE.jsonl
 
-The level is decided before the command starts (from the features given on the command line
-or read from a Hugging Face ``config.json``; flags override the config), then the command runs
-under :func:`dvfslab.cli.hardware.run_command` — the same lock / forward signals / restore
-machinery as ``dvfslab run``: exit code of the command, clocks restored on success, failure,
-SIGINT and SIGTERM (exit 128 + signal). The ``--policy`` choices are the registry's governors
-that declare they can be used from a command line (:mod:`dvfslab.governors.registry`); the others
-(``online``, ``profiled``: they need per-step energies from inside the training loop) are
-refused with their declared reason (docs/governors.md).
+A governor that decides before the run (``maxn``, ``fixed``/``ffg``, ``mlg``, ``mlg-paper``,
+``curve``) decides from the features given on the command line (or a Hugging Face
+``config.json``); without a progress source the command then runs under
+:func:`dvfslab.cli.hardware.run_command` as before. A measuring governor (``online``, ``profiled``,
+``search``, ``zeus-jit`` and any later one) needs a progress source: the command's output,
+a file or a Prometheus counter (:mod:`dvfslab.job.progress`); it probes the running command
+through :class:`dvfslab.job.live.LiveProbe` (its own ``decide``, the replay's code path) and
+holds its level. Any governor with a progress source is measured window by window and logged
+(``--log``; :mod:`dvfslab.job.log`). The clocks are restored on exit, failure, SIGINT and SIGTERM
+(exit 128 + signal); after SIGKILL the next run (or ``dvfslab clocks --restore``) repairs them
+from the state file.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from dvfslab.cli import hardware
 from dvfslab.hw.base import BackendUnavailableError, DvfsError, format_mhz
 
+RECOMMENDED = "recommended"
+
 
 def policy_help() -> tuple[str, str]:
-    """``(metavar, help)`` of ``--policy``, from the registry: the usable governors with their
-    one-line summaries, then the refused ones and why."""
-    from dvfslab.governors.registry import command_line_names, registry
+    """``(metavar, help)`` of ``--policy``, from the registry: every governor with its one-line
+    summary, and ``recommended``."""
+    from dvfslab.governors.registry import registry
 
-    usable = command_line_names()
-    lines = [f"{n}: {registry()[n].summary}" for n in usable]
-    refused = [n for n in registry() if n not in usable]
-    lines.append(f"refused here: {', '.join(refused)} (each says why)")
-    return "{" + ",".join(usable) + "}", "the governor — " + "; ".join(lines).replace("%", "%%")
+    names = list(registry())
+    lines = [f"{n}: {cls.summary}" + (" (measures the job: needs a progress source)" if cls.probing else "")
+             for n, cls in registry().items()]
+    lines.append(f"{RECOMMENDED}: the governor RUN/summary.json recommends (with --model RUN/)")
+    return "{" + ",".join([*names, RECOMMENDED]) + "}", "the governor — " + "; ".join(lines).replace("%", "%%")
 
 
 def register(sub) -> None:
     metavar, policy_text = policy_help()
-    p = sub.add_parser("govern", help="a governor picks the GPU level; lock it, run a command, restore",
-                       description="Decide the GPU level with a governor from the workload's features, lock it, "
-                                   "run the command, and restore the clocks (also on failure and signals).")
-    p.add_argument("--policy", required=True, metavar=metavar, help=policy_text)
-    p.add_argument("--model", metavar="FILE", help="saved governor: models/mlg.json, curve.json or ffg.json from "
-                                                   "`dvfslab pipeline` (not needed for mlg-paper)")
+    p = sub.add_parser("govern", help="run a command under any governor: it decides (or probes) the GPU level, restores",
+                       description="Run a command under a governor of the registry: a static one decides the GPU "
+                                   "level from the workload's features; a measuring one probes levels on the running "
+                                   "command, reading its progress from what it prints, a file or a Prometheus "
+                                   "counter, then holds the best. The clocks are restored on exit, failure and "
+                                   "signals.")
+    p.add_argument("--policy", metavar=metavar, help=policy_text)
+    p.add_argument("--model", metavar="FILE|RUN/", help="a saved governor (models/mlg.json, curve.json, ffg.json, "
+                                                        "profiled.json) or a `dvfslab pipeline` output folder: its "
+                                                        "models/ (and summary.json for --policy recommended)")
     p.add_argument("--max-slowdown", type=float, metavar="PCT",
-                   help="least energy among the levels predicted to be at most PCT %% slower than the baseline")
+                   help="least energy among the levels at most PCT %% slower than the baseline")
+    p.add_argument("--eta", type=float, metavar="ETA",
+                   help="Zeus's cost (eta x energy + (1 - eta) x max power x time) instead of least energy; "
+                        "needs the objective's Zeus-cost selector")
     p.add_argument("--time-model", metavar="FILE",
                    help="curve model predicting the slowdown, for --max-slowdown with mlg, mlg-paper or ffg")
+    g = p.add_argument_group("progress of the command (one source; needed by a measuring governor)")
+    g.add_argument("--progress", choices=("hf", "lightning", "steps"),
+                   help="read what the framework prints: hf = the Trainer's tqdm bar N/M (else its {'loss': ..., "
+                        "'epoch': E} lines), lightning = 'Epoch K: ... N/M', steps = 'step N'")
+    g.add_argument("--progress-regex", metavar="REGEX",
+                   help="a regular expression on each output line: its first group is the units done so far; "
+                        "without a group each matching line is one unit")
+    g.add_argument("--progress-file", metavar="PATH",
+                   help="a file holding a counter, or one line appended per unit")
+    g.add_argument("--progress-url", metavar="URL", help="a Prometheus /metrics page (a server's request counter)")
+    g.add_argument("--progress-metric", metavar="NAME",
+                   help="the counter on --progress-url (e.g. nv_inference_count for Triton), summed over its labels")
+    g.add_argument("--poll-s", type=float, default=0.2, metavar="S",
+                   help="how often --progress-file / --progress-url are read (default 0.2)")
+    g.add_argument("--stall-s", type=float, metavar="S",
+                   help="a gap with no progress longer than S s is not a measurement (default: 10 x the time of a "
+                        "unit measured at the start)")
+    g.add_argument("--baseline-windows", type=int, default=3, metavar="N",
+                   help="windows at the default clock before the governor starts, the saving's reference (default 3)")
+    g.add_argument("--log", metavar="FILE.jsonl", help="one JSON line per window and a summary line at the end")
+    g.add_argument("--replay", metavar="FILE.jsonl", help="print the summary of a log again and exit")
     f = p.add_argument_group("workload features (flags override --hf-config)")
     f.add_argument("--hf-config", metavar="PATH", help="Hugging Face config.json (or its folder): layers, hidden "
                                                        "size, decoder/encoder, estimated parameters")
@@ -59,9 +95,15 @@ def register(sub) -> None:
                    help="GPU utilization of the job at the default clocks, %% (e.g. from jtop)")
     f.add_argument("--model-type", choices=("encoder", "decoder"), help="encoder-only or decoder-only")
     f.add_argument("--params-m", type=float, dest="params_m", metavar="M", help="parameters, millions")
-    p.add_argument("--backend", choices=("auto", "jetson", "sim"), default="auto",
-                   help="clock control: the Jetson's sysfs (auto) or the simulated board (nothing real changes)")
-    p.add_argument("--dry-run", action="store_true", help="print the decision and exit")
+    p.add_argument("--backend", choices=("auto", "jetson", "nvml", "sim"), default="auto",
+                   help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), or "
+                        "the simulated board (nothing real changes; every figure simulated)")
+    p.add_argument("--knob", choices=("clock", "power-limit"), default="clock",
+                   help="what a level is: the GPU clock (MHz, default) or, with --backend nvml, the GPU's power "
+                        "limit (W, from its maximum down to its minimum in 25 W steps)")
+    p.add_argument("--dry-run", action="store_true", help="print the decision (or that it is made while the job runs) "
+                                                          "and exit")
+    hardware.pin_arguments(p)
     hardware._common(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
@@ -95,10 +137,74 @@ def _clock_control(args):
         raise DvfsError(f"no Jetson GPU clock control under {args.sysfs_root}: {err}{hint}") from None
 
 
+def _progress_source(args):
+    """``(feed, line parser or None, poller or None)`` for the one source given (None: none given)."""
+    from dvfslab.job.progress import (
+        FileProgress,
+        LineProgress,
+        Poller,
+        ProgressFeed,
+        PrometheusProgress,
+    )
+
+    given = [o for o, v in (("--progress", args.progress), ("--progress-regex", args.progress_regex),
+                            ("--progress-file", args.progress_file), ("--progress-url", args.progress_url)) if v]
+    if len(given) > 1:
+        raise DvfsError(f"one progress source per run: got {' and '.join(given)}")
+    if args.progress_metric and not args.progress_url:
+        raise DvfsError("--progress-metric goes with --progress-url URL")
+    if not given:
+        return None
+    feed = ProgressFeed()
+    if args.progress or args.progress_regex:
+        return feed, LineProgress(feed, regex=args.progress_regex, preset=args.progress), None
+    if args.progress_file:
+        return feed, None, Poller(feed, FileProgress(args.progress_file).read, args.poll_s, "file")
+    source = PrometheusProgress(args.progress_url, args.progress_metric)
+    feed.unit = "request"
+    return feed, None, Poller(feed, source.read, args.poll_s, "url")
+
+
 def run(args) -> int:
+    if args.replay:
+        from dvfslab.job.log import format_summary, read_summary
+
+        print(format_summary(read_summary(args.replay)))
+        return 0
+    if not args.policy:
+        raise DvfsError("--policy NAME is needed (or --replay FILE.jsonl); see dvfslab govern --help")
+    import os
+
+    from dvfslab.governors.registry import governor_class
+
+    source = _progress_source(args)
+    as_before = (source is None and args.knob == "clock" and args.policy != RECOMMENDED and not governor_class(args.policy).probing
+                 and args.eta is None and not (args.model and os.path.isdir(args.model)))
+    if as_before:
+        return _run_static(args)
+    from dvfslab.job.policy import job_governor
+
+    gov = job_governor(args.policy, args.model, max_slowdown_pct=args.max_slowdown, eta=args.eta,
+                       time_model=args.time_model, knob="power_limit_w" if args.knob == "power-limit" else None)
+    if source is None:
+        if gov.probing:
+            raise DvfsError(f"--policy {gov.name} measures the job while it runs: give it a progress source "
+                            "(--progress hf|lightning|steps, --progress-regex REGEX, --progress-file PATH or "
+                            "--progress-url URL --progress-metric NAME)")
+        return _run_static(args, gov)
+    if args.dry_run:
+        print(f"dvfslab govern: {gov.name} decides while the job runs (probing it)" if gov.probing
+              else f"dvfslab govern: {gov.name} decides before the job and the job is measured", file=sys.stderr)
+        return 0
+    return _run_governed(args, gov, source)
+
+
+def _run_static(args, gov=None) -> int:
+    """A governor that decides before the run, no progress source: lock, run, restore (as before)."""
     from dvfslab.governors.io import decide, load_policy
 
-    gov = load_policy(args.policy, args.model, max_slowdown_pct=args.max_slowdown, time_model=args.time_model)
+    if gov is None:
+        gov = load_policy(args.policy, args.model, max_slowdown_pct=args.max_slowdown, time_model=args.time_model)
     level, why = decide(gov, workload_features(args))
     print(f"dvfslab govern: {why}", file=sys.stderr, flush=True)
     if args.dry_run:
@@ -107,3 +213,136 @@ def run(args) -> int:
     clocks = _clock_control(args)
     args.freq, args.nearest = level, True  # a governor's level may come from another board's table
     return hardware.run_command(args, clocks, prog="dvfslab govern")
+
+
+def _sim_workload(feats: dict):
+    """The twin's workload for ``--backend sim``: the features given, a BERT-base-like job otherwise."""
+    from dvfslab.sim.model import SimWorkload
+
+    row = {"workload_id": "govern (simulated)", "n_layers": 12, "hidden_size": 768, "avg_seq_len": 128,
+           "max_seq_len": 128, "batch_size": 16, "params_m": 110}
+    row.update({k: v for k, v in feats.items() if k in row})
+    return SimWorkload.from_row(row)
+
+
+def _backend(args, feats: dict):
+    """``(clocks, meter, levels, handled, interval_s, settle_s, simulated)`` for the governed run."""
+    from dvfslab.job.live import SamplerMeter, SimMeter
+
+    if args.backend == "sim":
+        from dvfslab.hw import get_backend
+
+        print("dvfslab govern: --backend sim: each unit the command reports is one step of the SIMULATED board "
+              "at the locked level; this machine's GPU is not touched and every figure is simulated",
+              file=sys.stderr)
+        be = get_backend("sim")
+        meter = SimMeter(be.board, _sim_workload(feats))
+        return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, True
+    if args.knob == "power-limit" and args.backend != "nvml":
+        raise DvfsError("--knob power-limit sets a discrete GPU's power limit through NVML: add --backend nvml")
+    if args.backend == "nvml":
+        from dvfslab.hw import get_backend
+
+        be = get_backend("nvml")
+        if args.knob == "power-limit":
+            from dvfslab.job.nvml_limit import NvmlPowerLimit
+
+            limit = NvmlPowerLimit(state_dir=args.state_dir)
+            if limit.repaired:
+                print(f"dvfslab govern: {limit.repaired}", file=sys.stderr)
+            if be.power is None:
+                raise DvfsError("NVML gives no power reading on this GPU: dvfslab govern cannot measure it")
+            meter = SamplerMeter(be.power, be.clock, virtual=False)
+            return limit, meter, limit.levels_mhz(), None, meter.interval_s, meter.interval_s, False
+        if be.clocks is None or be.power is None:
+            raise DvfsError("NVML offers no clock control or no power reading on this GPU: dvfslab govern cannot "
+                            "measure it (dvfslab devices says which)")
+        meter = SamplerMeter(be.power, be.clock, virtual=False)
+        return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, False
+    from dvfslab.hw.jetson.backend import open_backend
+
+    io = hardware._io(args)
+    try:
+        be = open_backend(io=io, state_dir=args.state_dir)
+    except BackendUnavailableError as err:
+        hint = " (or --backend sim to try it on the simulated board)" if args.backend == "auto" else ""
+        raise DvfsError(f"no Jetson GPU clock control under {args.sysfs_root}: {err}{hint}") from None
+    if be.power is None:
+        raise DvfsError(f"no power rails under {args.sysfs_root}: {be.description.get('power_error')}")
+    virtual = io.virtual_clock
+    clock = virtual if virtual is not None else be.clock
+    be.power.clock = clock  # the samples' time base is the job's clock
+    meter = SamplerMeter(be.power, clock, virtual=virtual is not None)
+    handled = getattr(virtual, "handled", None)
+    return be.clocks, meter, be.clocks.levels_mhz(), handled, meter.interval_s, meter.interval_s, False
+
+
+def _run_governed(args, gov, source) -> int:
+    from dvfslab.job.live import LiveProbe
+    from dvfslab.job.log import JobLog, format_summary
+    from dvfslab.job.runner import GovernedJob, start_command
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
+    if not cmd:
+        raise DvfsError("no command given; usage: dvfslab govern ... -- CMD ARGS...")
+    feed, parser, poller = source
+    feats = workload_features(args)
+    clocks, meter, levels, handled, _, settle_s, simulated = _backend(args, feats)
+
+    def set_level(level):
+        if level is None:
+            clocks.reset()
+        else:
+            clocks.lock(level, nearest=True)
+
+    def say(text: str) -> None:
+        print(f"dvfslab govern: {text}", file=sys.stderr, flush=True)
+
+    log = JobLog(args.log)
+    probe = LiveProbe(levels, meter, feed, set_level, lambda w: None, handled=handled, stall_s=args.stall_s,
+                      settle_s=settle_s, unit=feed.unit)
+    job = GovernedJob(gov, feats, probe, log, baseline_windows=args.baseline_windows,
+                      simulated=simulated, say=say)
+    fwd = hardware._Forwarder()
+    fwd.install()
+    rc: int | None = None
+    try:
+        others = hardware.pin_others(clocks, {"emc": args.emc, "cpu": args.cpu})
+        say(f"{gov.name} on {'the SIMULATED board' if simulated else args.backend}; "
+            + "".join(f"{line}; " for line in others) + f"running: {' '.join(cmd)}")
+        fwd.child = start_command(cmd, feed, parser)
+        if poller is not None:
+            poller.start()
+        try:
+            job.run()
+        except hardware._Signalled:
+            raise  # already forwarded to the command by the handler
+        except BaseException:
+            fwd.forward(signal.SIGTERM)  # the governor failed: stop the command too
+            raise
+        rc = hardware._exit_code(fwd.child.wait())
+        return rc
+    except hardware._Signalled as sig:
+        if not fwd.forwarded:
+            fwd.forward(sig.signum)
+        clocks.reset()  # restore first, then wait for the command to finish
+        if fwd.child is not None:
+            fwd.child.wait()
+        job.note = f"{signal.Signals(sig.signum).name}: the command was stopped"
+        say(f"{signal.Signals(sig.signum).name} forwarded to the command")
+        rc = 128 + sig.signum
+        return rc
+    finally:
+        clocks.reset()
+        if poller is not None:
+            poller.stop()
+        meter.close()
+        fwd.uninstall()
+        s = job.summary(rc)
+        log.write(s)
+        log.close()
+        print(format_summary(s), file=sys.stderr, flush=True)
+        if hasattr(clocks, "restored_line"):
+            say(clocks.restored_line())
+        elif hasattr(clocks, "state"):
+            say(f"clocks restored: {hardware._state_line(clocks.state())}")

@@ -17,6 +17,8 @@ units and error codes, and the behaviours the NVML API reference documents:
   graphics clock below the lock and sets ``cap_reason`` in the clocks-event reasons;
   ``idle_drops_clock`` makes an idle GPU (``util_pct == 0``) report the lowest level with the
   GPU-idle reason, as consumer boards do;
+* a power limit (``nvmlDeviceSetPowerManagementLimit``, mW, within the constraints, root only)
+  caps the power drawn: the GPU draws ``min(demand, limit)``;
 * NOT_SUPPORTED for every query on a Tegra GPU (``tegra=True``), NO_PERMISSION for clock locks
   without root (``can_lock=False``), UNINITIALIZED before ``nvmlInit``.
 
@@ -96,6 +98,11 @@ class FakeGpu:
     clock_cap_mhz: int | None = None  # power / thermal cap the lock cannot beat
     cap_reason: int = nvmlClocksEventReasonSwPowerCap
     idle_drops_clock: bool = False
+    #: power limit (mW): the constraints, the default, and the one set (None: the default); the
+    #: GPU draws min(demand, limit) — the demand is what ``set_power`` / ``power_mw`` ask for
+    limit_constraints_mw: tuple[int, int] = (100000, 400000)
+    default_limit_mw: int = 400000
+    limit_mw: int | None = None
     _power: list[tuple[float, float]] = field(default_factory=list, repr=False)  # (t_s, mW) steps
 
     def __post_init__(self) -> None:
@@ -147,7 +154,9 @@ class _FakeNvml:
            "nvmlDeviceGetSupportedGraphicsClocks", "nvmlDeviceSetGpuLockedClocks",
            "nvmlDeviceResetGpuLockedClocks", "nvmlDeviceGetClockInfo", "nvmlDeviceGetCurrentClocksEventReasons",
            "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetFieldValues",
-           "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetUtilizationRates", "set_power")
+           "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetUtilizationRates", "set_power",
+           "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerManagementDefaultLimit",
+           "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceSetPowerManagementLimit")
 
     def __init__(self, gpus: list[FakeGpu], init_error: int | None, clock: Callable[[], float]):
         self.gpus, self.init_error, self.clock, self.init_count = gpus, init_error, clock, 0
@@ -284,10 +293,32 @@ class _FakeNvml:
         return types.SimpleNamespace(gpu=self._gpu(handle).util_pct, memory=0)
 
     def set_power(self, index: int, power_mw: float) -> None:
-        """Change a GPU's power draw from ``clock()`` on."""
+        """Change a GPU's power demand from ``clock()`` on (it draws at most its power limit)."""
         g = self.gpus[index]
-        g._power.append((self.clock(), float(power_mw)))
         g.power_mw = float(power_mw)
+        g._power.append((self.clock(), min(float(power_mw), float(g.limit_mw or g.default_limit_mw))))
+
+    # -- power limit (NVML API reference: nvmlDeviceSetPowerManagementLimit, Kepler and newer,
+    #    root; INVALID_ARGUMENT outside nvmlDeviceGetPowerManagementLimitConstraints) ---------
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle) -> tuple[int, int]:
+        return tuple(self._gpu(handle).limit_constraints_mw)
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle) -> int:
+        return int(self._gpu(handle).default_limit_mw)
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle) -> int:
+        g = self._gpu(handle)
+        return int(g.limit_mw if g.limit_mw is not None else g.default_limit_mw)
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle, limit) -> None:
+        g = self._gpu(handle)
+        if not g.can_lock:
+            raise NVMLError(NVML_ERROR_NO_PERMISSION)
+        lo, hi = g.limit_constraints_mw
+        if not lo <= int(limit) <= hi:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        g.limit_mw = int(limit)
+        g._power.append((self.clock(), min(float(g.power_mw), float(limit))))
 
 
 def make_module(gpus: list[FakeGpu] | None = None, *, init_error: int | None = None,

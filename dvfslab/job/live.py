@@ -1,0 +1,335 @@
+"""A running command as a governor's :class:`~dvfslab.governors.base.Probe`: lock a level, wait
+for the units the command reports, read the energy over them.
+
+:class:`LiveProbe` is what ``dvfslab govern`` hands a measuring governor: the governor's own
+``decide(workload, probe)`` drives its :class:`~dvfslab.governors.base.ProbeSession` with it, the
+same code path as the replay's (:mod:`dvfslab.evaluation.replay`), so probe windows, noise and
+the selector are one implementation. ``measure(level, units)`` locks ``level`` (None: the
+board's default clock), lets the settle part of the level's window pass unread (the unit running
+when the clock changed ran partly at the old level, and the power sensor averages over one
+update interval), then reads the energy of the rest from the power sampler and returns the
+per-unit figures times ``units``.
+
+The probe model (:func:`live_probe_model`) is built from what the first window at the default
+clock measured: ``tau`` (s per unit), the sensor's update interval and the clock's settle
+time (docs/hardware.md, "Govern a running command"). A window in which the command reported no
+progress for ``stall_s`` (loading, evaluating, saving a checkpoint) is not a measurement: the
+read restarts, and the log says so.
+
+Meters: :class:`SamplerMeter` (a :class:`~dvfslab.measure.sampler.PowerSampler` on the backend's
+power reader; on a virtual clock — an injected fake tree — it samples at each progress event
+instead of from a thread) and :class:`SimMeter` (the digital twin: each unit the command reports
+is one simulated training step at the locked level; every figure is simulated).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.governors.probemodel import ProbeModel
+from dvfslab.job.progress import ENDED, ProgressFeed
+
+#: sensor readings a probe window reads at the least
+READ_SAMPLES = 10
+#: a gap between progress events this many times the unit's time is a stall (no progress)
+STALL_FACTOR = 10.0
+#: units the first window at the default clock reads at the least
+CALIBRATION_UNITS = 2
+
+
+class JobEnded(Exception):
+    """The command exited while the governor waited for its progress."""
+
+
+@dataclass
+class Window:
+    """One line of the log: what a window measured (or why it is not a measurement)."""
+
+    phase: str  # calibration, baseline, probe, hold, no-progress
+    level: float | None
+    units: float = 0.0
+    read_units: float = 0.0
+    time_s: float = 0.0
+    energy_j: float = 0.0
+    t_end_s: float = 0.0
+    measurement: bool = True
+    why: str = ""
+    n_samples: int = 0
+
+    @property
+    def energy_per_unit_j(self) -> float | None:
+        return self.energy_j / self.read_units if self.measurement and self.read_units > 0 else None
+
+    @property
+    def time_per_unit_s(self) -> float | None:
+        return self.time_s / self.read_units if self.measurement and self.read_units > 0 else None
+
+    def record(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["energy_per_unit_j"], d["time_per_unit_s"] = self.energy_per_unit_j, self.time_per_unit_s
+        return d
+
+
+def live_probe_model(tau_s: float, interval_s: float, settle_s: float, *, unit: str = "step",
+                     sigma_ref: float = 0.0, read_samples: int = READ_SAMPLES) -> ProbeModel:
+    """The probe model of a live job whose unit takes ``tau_s``: a window reads at least
+    ``read_samples`` sensor intervals (and one unit), after a settle of ``settle_s`` (and the
+    unit the change falls in) that is not read."""
+    if not (tau_s > 0 and interval_s > 0 and settle_s >= 0):
+        raise DvfsError(f"a live probe model needs tau_s > 0, interval_s > 0, settle_s >= 0; got {tau_s!r}, "
+                        f"{interval_s!r}, {settle_s!r}")
+    read = max(1, math.ceil(read_samples * interval_s / tau_s - 1e-9))
+    settle = max(1, math.ceil(settle_s / tau_s - 1e-9))
+    window = float(read + settle)
+    return ProbeModel(default_window=window, read_fraction=read / window, sigma_ref=sigma_ref, ref_units=1.0,
+                      sigma_source="spread of the time per unit over the first window at the default clock (live)",
+                      unit=unit, window_source=(f"live: {settle} {unit}(s) settle (>= {settle_s * 1000:g} ms) + {read} "
+                                                f"read (>= {read_samples} x {interval_s * 1000:g} ms sensor interval) "
+                                                f"at {tau_s * 1000:.4g} ms per {unit}"))
+
+
+class SamplerMeter:
+    """Energy over a window from the backend's power reader (module doc)."""
+
+    simulated = False
+
+    def __init__(self, reader, clock: Callable[[], float], *, virtual: bool, interval_s: float | None = None):
+        from dvfslab.measure.sampler import PowerSampler
+
+        self.clock, self.virtual = clock, virtual
+        self.sampler = PowerSampler(reader, period_s=interval_s, clock=clock, threaded=not virtual, edge_samples=True)
+        self.interval_s = float(interval_s or getattr(reader, "update_interval_s", None) or self.sampler.period_s)
+        self.sampler.start()
+
+    def now(self) -> float:
+        return self.clock()
+
+    def sample_interval_s(self) -> float:
+        """Time between two fresh readings: the sensor's update interval, or what one sample's
+        reads cost when that is longer (an AGX Orin's blocking INA3221 reads: about 40 ms)."""
+        cost = self.sampler.read_cost
+        mean = cost.total_s / cost.n if cost.n else 0.0
+        return max(self.interval_s, mean)
+
+    def begin(self) -> None:
+        self.sampler.begin_window("govern")
+
+    def event(self, units: float) -> None:
+        if self.virtual:
+            self.sampler.sample_once()
+
+    def end(self) -> tuple[float, float, int]:
+        m = self.sampler.close_window("govern")
+        return m.time_s, m.energy_j, m.n_samples
+
+    def close(self) -> None:
+        self.sampler.stop()
+
+
+class SimMeter:
+    """The digital twin as the meter: each unit reported is one simulated step at the locked level."""
+
+    simulated = True
+    virtual = True
+
+    def __init__(self, board, workload, interval_s: float = 0.01):
+        self.board, self.workload, self.interval_s = board, workload, float(interval_s)
+        self._open = False
+        self._acc = [0.0, 0.0, 0]
+        self._done = 0.0
+        self._n = 0
+
+    def now(self) -> float:
+        return self.board.now()
+
+    def sample_interval_s(self) -> float:
+        return self.interval_s
+
+    def begin(self) -> None:
+        self._open, self._acc = True, [0.0, 0.0, 0]
+
+    def event(self, units: float) -> None:
+        self._done += units
+        steps = int(math.floor(self._done + 1e-9)) - self._n
+        if steps <= 0:
+            return
+        self._n += steps
+        r = self.board.train(self.workload, steps, run_key=f"govern-{self._n}")
+        if self._open:
+            self._acc[0] += float(r.step_time_s.sum())
+            self._acc[1] += float(r.step_energy_j.sum())
+            self._acc[2] += steps
+
+    def end(self) -> tuple[float, float, int]:
+        self._open = False
+        return self._acc[0], self._acc[1], int(self._acc[2])
+
+    def close(self) -> None:
+        pass
+
+
+class LiveProbe:
+    """The running command as a :class:`~dvfslab.governors.base.Probe` (module doc).
+
+    ``set_level(level)``: lock a level (None: give the clock back to the board); ``on_window``
+    receives every :class:`Window`; ``handled(total)`` is called before each wait for progress
+    (an injected virtual clock's handshake with its synthetic job; None on a board)."""
+
+    def __init__(self, levels: Sequence[float], meter, feed: ProgressFeed, set_level: Callable[[float | None], Any],
+                 on_window: Callable[[Window], None], *, handled: Callable[[float], None] | None = None,
+                 stall_s: float | None = None, settle_s: float = 0.0, unit: str = "step", wait_s: float = 0.5):
+        self.levels = sorted(float(f) for f in levels)
+        self.meter, self.feed, self._set, self.on_window = meter, feed, set_level, on_window
+        self.handled, self.stall_s, self.settle_s, self.unit, self.wait_s = handled, stall_s, float(settle_s), unit, wait_s
+        self.model: ProbeModel | None = None
+        self.phase = "probe"
+        self.total = 0.0  # units reported so far
+        self.level: float | None = None
+        self._level_set = False
+        self._t_event: float | None = None
+        self.ended = False
+        self.tau_s: float | None = None
+        self._said_silent = False  # a stretch with no progress already logged while waiting
+
+    # -- progress -----------------------------------------------------------------------------
+    def _next(self) -> tuple[float, bool]:
+        """Wait for the next total: ``(units it adds, whether a stall preceded it)``."""
+        if self.ended:
+            raise JobEnded
+        if self.handled is not None:
+            self.handled(self.total)
+        silent_logged = False
+        while True:
+            try:
+                total = self.feed.get(self.wait_s)
+            except queue.Empty:
+                if (self.stall_s is not None and self._t_event is not None and not silent_logged
+                        and not self.meter.virtual and self.meter.now() - self._t_event > self.stall_s):
+                    silent_logged = self._said_silent = True
+                    self.on_window(Window("no-progress", self.level, t_end_s=self.meter.now(), measurement=False,
+                                          why=f"no progress for more than {self.stall_s:g} s (loading, evaluating or "
+                                              "saving?): not a measurement; the governor waits"))
+                continue
+            if total is ENDED:
+                self.ended = True
+                raise JobEnded
+            delta = total - self.total
+            self.total = total
+            self.meter.event(delta)
+            now = self.meter.now()
+            stalled = silent_logged or (self.stall_s is not None and self._t_event is not None
+                                        and now - self._t_event > self.stall_s)
+            self._t_event = now
+            return delta, stalled
+
+    def _skip(self, units: float, level: float | None = None) -> None:
+        """Let ``units`` units pass unread (the settle after a change of level)."""
+        done = 0.0
+        while done < units - 1e-9:
+            delta, stalled = self._next()
+            done += delta
+            if stalled and self._said_silent:
+                self._said_silent = False
+            elif stalled:
+                self.on_window(Window("no-progress", level, units=delta, t_end_s=self.meter.now(), measurement=False,
+                                      why=f"a stretch with no progress (over {self.stall_s:g} s) in the settle after "
+                                          "a change of level: not a measurement (the settle is not read anyway)"))
+
+    def _read(self, units: float, phase: str, level: float | None) -> Window:
+        """Read at least ``units`` units in one window; a stall restarts the read."""
+        self.meter.begin()
+        t0 = self.meter.now()
+        done = 0.0
+        while done < units - 1e-9:
+            delta, stalled = self._next()
+            if stalled:
+                self.meter.end()
+                gap = self.meter.now() - t0
+                if self._said_silent:  # said while waiting (real time): restart without a second line
+                    self._said_silent = False
+                    self.meter.begin()
+                    t0, done = self.meter.now(), 0.0
+                    continue
+                self.on_window(Window("no-progress", level, units=done + delta, t_end_s=self.meter.now(),
+                                      measurement=False,
+                                      why=f"a stretch with no progress (over {self.stall_s:g} s; the window had run "
+                                          f"{gap:.4g} s): not a measurement; the read restarts after it"))
+                self.meter.begin()
+                t0, done = self.meter.now(), 0.0
+                continue
+            done += delta
+        time_s, energy_j, n = self.meter.end()
+        w = Window(phase, level, units=done, read_units=done, time_s=time_s, energy_j=energy_j,
+                   t_end_s=self.meter.now(), n_samples=n)
+        return w
+
+    # -- the Probe protocol ---------------------------------------------------------------------
+    def set_level(self, level: float | None) -> bool:
+        """Lock ``level``; True when it changed (the next window settles first)."""
+        level = None if level is None else float(level)
+        if self._level_set and level == self.level:
+            return False
+        self._set(level)
+        self.level, self._level_set = level, True
+        return True
+
+    def measure(self, level: float | None, units: float = 1.0) -> tuple[float, float]:
+        """Run the command's next ``units`` units at ``level``; ``(time_s, energy_j)`` scaled from
+        the read part of the window (module doc)."""
+        w = self.window(level, units, self.phase)
+        return w.time_per_unit_s * units, w.energy_per_unit_j * units
+
+    def window(self, level: float | None, units: float, phase: str) -> Window:
+        changed = self.set_level(level)
+        settle = 0.0
+        if changed and self.model is not None:
+            settle = self.model.window(level) * (1.0 - self.model.read_fraction)
+        if settle:
+            self._skip(settle, level)
+        read = max(float(units) - settle, 1.0)
+        w = self._read(read, phase, level)
+        w.units = settle + w.read_units
+        self.on_window(w)
+        return w
+
+    def calibrate(self, interval_s: float | None = None) -> Window:
+        """The first window, at the default clock: from the first progress on (what came before
+        is start-up), until it has read ``READ_SAMPLES`` sensor intervals and
+        ``CALIBRATION_UNITS`` units; sets :attr:`model` from it. ``interval_s`` (default: the
+        meter's time between fresh readings, asked again at the end) sizes the read."""
+        fixed = interval_s
+        interval_s = fixed if fixed is not None else self.meter.sample_interval_s()
+        self.set_level(None)
+        self._next()  # start-up ends with the first progress the command reports
+        self.meter.begin()
+        t0 = self.meter.now()
+        done, times = 0.0, []
+        t_prev = t0
+        while done < CALIBRATION_UNITS - 1e-9 or self.meter.now() - t0 < READ_SAMPLES * interval_s:
+            delta, _ = self._next()
+            now = self.meter.now()
+            times.append((now - t_prev) / delta if delta else 0.0)
+            t_prev, done = now, done + delta
+        time_s, energy_j, n = self.meter.end()
+        interval_s = fixed if fixed is not None else self.meter.sample_interval_s()
+        self.interval_s = interval_s
+        w = Window("calibration", None, units=done, read_units=done, time_s=time_s, energy_j=energy_j,
+                   t_end_s=self.meter.now(), n_samples=n)
+        self.on_window(w)
+        self.tau_s = time_s / done
+        mean = sum(times) / len(times)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in times) / (len(times) - 1)) if len(times) > 1 else 0.0
+        self.model = live_probe_model(self.tau_s, interval_s, self.settle_s, unit=self.unit,
+                                      sigma_ref=sd / mean if mean > 0 else 0.0)
+        if self.stall_s is None:
+            self.stall_s = STALL_FACTOR * max(self.tau_s, interval_s)
+        return w
+
+
+def describe_model(model: ProbeModel | None) -> Mapping[str, Any] | None:
+    return None if model is None else model.describe()

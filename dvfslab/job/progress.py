@@ -1,0 +1,258 @@
+"""Progress of a job read from outside it: what it prints, a file it writes, a Prometheus counter.
+
+A measuring governor needs the work done per window (``dvfslab govern --progress ...``). Each
+source turns what the program already exposes into a running total of *units* (optimizer
+steps, epochs, inferences) and hands every new total to a :class:`ProgressFeed`:
+
+* :class:`LineProgress` parses the command's output lines (``\\n`` and tqdm's ``\\r`` both end a
+  line) with a regular expression: a first group is the running total (``step 12`` -> 12), no
+  group means one unit per matching line. Presets (:data:`PRESETS`): ``steps`` (a plain
+  ``step N``), ``hf`` (the Hugging Face ``Trainer``'s tqdm bar ``N/M [...]``: the first bar's
+  total ``M`` is the training bar, a bar with another total — evaluation — is not training
+  progress; without any bar, the ``{'loss': ..., 'epoch': E}`` log lines give the epochs),
+  ``lightning`` (PyTorch Lightning's ``Epoch K: ... N/M``: ``K * M + N`` batches);
+* :class:`FileProgress`: a file holding one number (a counter the program rewrites) or a file
+  the program appends one line to per unit (its line count);
+* :class:`PrometheusProgress`: a counter on a ``/metrics`` page (Triton's
+  ``nv_inference_count``, vLLM's and TGI's request counters), summed over its label sets and
+  parsed with ``prometheus_client``'s text parser.
+
+A total that does not grow is ignored (a restarted bar, a rewritten file). Board side: no numpy.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dvfslab.core.errors import DvfsError
+
+#: the event a feed carries when the command has exited
+ENDED = None
+
+
+class ProgressError(DvfsError):
+    """A progress source cannot be set up (bad regular expression, unreadable URL)."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A built-in way to read a framework's output: its patterns and the unit it counts."""
+
+    name: str
+    unit: str
+    help: str
+
+
+PRESETS = {
+    "steps": Preset("steps", "step", "a line with 'step N' (N: the steps done so far)"),
+    "hf": Preset("hf", "step", "the Hugging Face Trainer's tqdm bar 'N/M [' (training bar only; evaluation bars "
+                               "are not progress), else its {'loss': ..., 'epoch': E} log lines (epochs)"),
+    "lightning": Preset("lightning", "batch", "PyTorch Lightning's bar 'Epoch K: ... N/M' (K * M + N batches)"),
+}
+
+_STEP = re.compile(r"\bstep[s]?\s*[:=#]?\s*(\d+)\b", re.IGNORECASE)
+_BAR = re.compile(r"(?<![\d/])(\d+)/(\d+)\s*\[")
+_HF_LOG = re.compile(r"\{[^{}]*'loss'[^{}]*'epoch':\s*([0-9.eE+-]+)[^{}]*\}")
+_LIGHTNING = re.compile(r"^\s*Epoch\s+(\d+):.*?(?<![\d/])(\d+)/(\d+)\s*\[")
+
+
+class ProgressFeed:
+    """Running totals from a source, in order, for the governed job (thread-safe).
+
+    ``put(total)`` from the source's thread; ``end()`` when the command has exited; the job
+    takes them with :meth:`get`. ``on_put`` is told of every accepted total (the log's live view)."""
+
+    def __init__(self):
+        self._q: queue.Queue = queue.Queue()
+        self.total = 0.0
+        self.unit = "unit"
+        self._lock = threading.Lock()
+
+    def put(self, total: float) -> None:
+        with self._lock:
+            if not total > self.total:
+                return
+            self.total = float(total)
+        self._q.put(float(total))
+
+    def end(self) -> None:
+        self._q.put(ENDED)
+
+    def get(self, timeout_s: float | None) -> float | None:
+        """The next total; :data:`ENDED` once the command has exited; raises ``queue.Empty`` after ``timeout_s``."""
+        return self._q.get(timeout=timeout_s)
+
+
+class LineProgress:
+    """Totals from output lines (module doc): ``regex`` (a first group is the total, none: one unit
+    per matching line) or a preset name."""
+
+    def __init__(self, feed: ProgressFeed, *, regex: str | None = None, preset: str | None = None):
+        if (regex is None) == (preset is None):
+            raise ProgressError("give one of --progress-regex REGEX or --progress PRESET")
+        self.feed, self.preset = feed, preset
+        self._count = 0.0
+        self._bar_total: int | None = None
+        self._kind: str | None = None  # hf: "bar" or "log", whichever is seen first
+        if preset is not None:
+            if preset not in PRESETS:
+                raise ProgressError(f"unknown --progress preset {preset!r}; known: {', '.join(PRESETS)}")
+            feed.unit = PRESETS[preset].unit
+            self.regex = None
+        else:
+            try:
+                self.regex = re.compile(regex)
+            except re.error as err:
+                raise ProgressError(f"--progress-regex {regex!r} is not a regular expression: {err}") from None
+        self._partial = ""
+
+    def feed_text(self, text: str) -> None:
+        """Text as it arrives (any chunking); complete lines are parsed."""
+        parts = re.split(r"[\r\n]", self._partial + text)
+        self._partial = parts.pop()
+        for line in parts:
+            self.line(line)
+        if self.preset in ("hf", "lightning") and _BAR.search(self._partial) and self._partial.rstrip().endswith("]"):
+            self.line(self._partial)  # tqdm's bar is redrawn after a \r: a complete bar needs no line end
+            self._partial = ""
+
+    def flush(self) -> None:
+        if self._partial:
+            self.line(self._partial)
+            self._partial = ""
+
+    def line(self, line: str) -> None:
+        total = self.parse(line)
+        if total is not None:
+            self.feed.put(total)
+
+    def parse(self, line: str) -> float | None:
+        """The running total this line reports (None: no progress in it)."""
+        if self.regex is not None:
+            m = self.regex.search(line)
+            if m is None:
+                return None
+            if m.groups():
+                return _number(m.group(1))
+            self._count += 1
+            return self._count
+        if self.preset == "steps":
+            m = _STEP.search(line)
+            return float(m.group(1)) if m else None
+        if self.preset == "lightning":
+            m = _LIGHTNING.search(line)
+            return float(int(m.group(1)) * int(m.group(3)) + int(m.group(2))) if m else None
+        return self._hf(line)
+
+    def _hf(self, line: str) -> float | None:
+        bar = _BAR.search(line)
+        if bar is not None and self._kind != "log":
+            n, total = int(bar.group(1)), int(bar.group(2))
+            if self._bar_total is None:
+                self._bar_total, self._kind = total, "bar"
+            return float(n) if total == self._bar_total else None  # another total: an evaluation bar
+        log = _HF_LOG.search(line)
+        if log is not None and self._kind != "bar":
+            self._kind = "log"
+            self.feed.unit = "epoch"
+            return _number(log.group(1))
+        return None
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+class Poller:
+    """A daemon thread calling ``read()`` every ``period_s`` and putting the total it returns."""
+
+    def __init__(self, feed: ProgressFeed, read: Callable[[], float | None], period_s: float, name: str):
+        self.feed, self.read, self.period_s = feed, read, float(period_s)
+        self._stop = threading.Event()
+        self.last_error: str | None = None
+        self._thread = threading.Thread(target=self._loop, name=f"dvfslab-progress-{name}", daemon=True)
+
+    def start(self) -> Poller:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def poll_once(self) -> None:
+        try:
+            total = self.read()
+        except (OSError, ValueError, ProgressError) as err:
+            self.last_error = str(err)
+            return
+        if total is not None:
+            self.feed.put(total)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once()
+            self._stop.wait(self.period_s)
+
+
+class FileProgress:
+    """A file holding one number (a counter), or one line per unit (module doc)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+
+    def read(self) -> float | None:
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            return None  # not written yet
+        lines = [x for x in text.splitlines() if x.strip()]
+        if len(lines) == 1 and _number(lines[0].strip()) is not None and text.count("\n") <= 1:
+            return _number(lines[0].strip())
+        if text and not text.endswith("\n"):
+            lines = lines[:-1]  # a line still being written is not a unit yet
+        return float(len(lines))
+
+
+class PrometheusProgress:
+    """A counter read from a Prometheus text page: the sum of the samples of ``metric`` (also
+    ``metric_total``) over their label sets."""
+
+    def __init__(self, url: str, metric: str, timeout_s: float = 2.0):
+        if not metric:
+            raise ProgressError("--progress-url needs --progress-metric NAME (e.g. nv_inference_count for Triton)")
+        import importlib.util
+
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise ProgressError("--progress-url reads the page with prometheus_client's text parser: pip install "
+                                "'dvfslab[govern]'")
+        self.url, self.metric, self.timeout_s = url, metric, float(timeout_s)
+
+    def read(self) -> float | None:
+        try:
+            from prometheus_client.parser import text_string_to_metric_families
+        except ImportError:
+            raise ProgressError("--progress-url reads the page with prometheus_client: pip install "
+                                "'dvfslab[govern]'") from None
+        try:
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:  # noqa: S310 (a URL the user gave)
+                text = resp.read().decode("utf-8", errors="replace")
+        except (urllib.error.URLError, OSError):
+            return None  # the server is not up yet
+        names = {self.metric, f"{self.metric}_total"}
+        found, total = False, 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in names:
+                    found, total = True, total + float(sample.value)
+        return total if found else None
