@@ -7,8 +7,8 @@ do), so a laptop user sees every check the board will be asked — the lock test
 fake kernel's rules. Nothing outside the temporary folder is read or written; the folder is
 removed at the end (``--keep`` keeps it and prints where). The doctor's exit code is returned.
 
-It is the documented equivalent of a ``dvfslab doctor --rehearse`` (``dvfslab doctor --help``):
-the CLI never selects a fake itself (docs/layout.md).
+It is what `dvfslab doctor --help` points to for a rehearsal without a board (a `--rehearse`
+flag would make the CLI select a fake itself, which it never does: docs/layout.md).
 """
 
 from __future__ import annotations
