@@ -22,6 +22,13 @@ FEATURES: tuple[str, ...] = PAPER_FEATURES + ("params_m",)
 # also in the feature table, offered by notebook 02: the batch size, fixed in a clock sweep (then
 # dropped as constant) but what varies most in a power-limit trace such as Zeus'
 EXTRA_FEATURES: tuple[str, ...] = ("batch_size",)
+#: columns of the feature table that hold the answer — the measured curve's optimum and what is
+#: derived from it (``optimal_levels``), the baseline's measured energy and time, and the job's
+#: true length. A governor never sees them: the replay passes ``decide()`` a row without them
+#: (:func:`governor_row`), and ``Governor.decide`` refuses a row that carries one.
+ANSWER_COLUMNS: tuple[str, ...] = ("opt_level", "opt_level_idx", "opt_energy_j", "opt_time_s", "oracle_saving_pct",
+                                   "baseline_energy_j", "baseline_time_s", "u_shaped", "paper_label", "n_levels",
+                                   "job_steps")
 SIZE_SPLIT_M = 70.0  # the paper's size groups: params > 70M vs <= 70M
 SIZE_GROUPS = ("> 70M", "<= 70M")
 
@@ -51,6 +58,16 @@ def feature_table(sweep: Sweep) -> pd.DataFrame:
             *EXTRA_FEATURES]
     labels = optimal_levels(sweep).drop(columns=["model", "task", "split", "params_m"])
     return wl[keep].merge(labels, on="workload_id")
+
+
+def governor_row(row: dict, plan_job_units: float | None = None) -> dict:
+    """What a governor may see of one feature-table row (a dict): the row without
+    :data:`ANSWER_COLUMNS`, with ``plan_job_units``: the job length it could know (the training
+    workloads' median job, or a user-given figure; None: left out)."""
+    out = {k: v for k, v in row.items() if k not in ANSWER_COLUMNS}
+    if plan_job_units is not None:
+        out["plan_job_units"] = float(plan_job_units)
+    return out
 
 
 def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:
