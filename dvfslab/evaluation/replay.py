@@ -40,7 +40,8 @@ instant, exact — comparison only).
 
 **Intervals** (:func:`intervals`, in :func:`summarize` when ungrouped): a 90 % bootstrap interval
 (``scipy.stats.bootstrap``, percentile, 9999 resamples, seed 0) over the CV's held-out groups
-(``held_out``; else ``model``; else the workload) of each policy's mean whole-job regret
+(``held_out``; else ``model``; else the workload; resamples where a ratio is undefined — FFG
+without regret — left out) of each policy's mean whole-job regret
 (``job_regret_pct_ci``) and of the share of the FFG-to-oracle gap it closes, ``gap_closed_pct =
 100 (r_ffg - r) / r_ffg`` over the workloads both decided (``gap_closed_pct_ci``), and the same on
 the workloads where FFG's regret is above its **noise floor** (``noise_floor_pct``: what a regret
@@ -55,6 +56,7 @@ FFG's level (:meth:`~dvfslab.governors.base.Governor.fallback_note`). Evaluation
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -236,10 +238,18 @@ def _interval(sums: np.ndarray, counts: np.ndarray, stat: Any, seed: int) -> tup
     point = float(stat(idx[None, :], axis=-1)[0])
     if len(idx) < 2 or not np.isfinite(point):
         return None, point
-    res = bootstrap((idx,), stat, vectorized=True, axis=-1, confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
-                    method="percentile", rng=np.random.default_rng(seed))
+    with warnings.catch_warnings():  # a resample where the statistic is undefined (FFG without regret): NaN
+        warnings.simplefilter("ignore")
+        res = bootstrap((idx,), stat, vectorized=True, axis=-1, confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
+                        method="percentile", rng=np.random.default_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return ([lo, hi] if np.isfinite(lo) and np.isfinite(hi) else None), point
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # the percentiles of the resamples where it is defined
+        dist = np.asarray(res.bootstrap_distribution, dtype=float)
+        if np.isfinite(dist).mean() < 0.5:
+            return None, point
+        tail = 100 * (1 - CONFIDENCE) / 2
+        lo, hi = (float(x) for x in np.nanpercentile(dist, [tail, 100 - tail]))
+    return [lo, hi], point
 
 
 def intervals(per_workload: pd.DataFrame, fallback: str = "ffg", seed: int = 0) -> pd.DataFrame:
@@ -257,7 +267,8 @@ def intervals(per_workload: pd.DataFrame, fallback: str = "ffg", seed: int = 0) 
         sums, counts = g.sum().to_numpy(float), g.count().to_numpy(float)
         rec["job_regret_pct_ci"] = _interval(sums, counts, _mean_stat(sums, counts), seed)[0]
         if ffg is not None:
-            both = mine.set_index(key).join(ffg[["job_regret_pct", "noise_floor_pct"]], rsuffix="_ffg", how="inner")
+            theirs = ffg[["job_regret_pct", "noise_floor_pct"]].add_suffix("_ffg")
+            both = mine.set_index(key).join(theirs, how="inner")
             both = both[both["job_regret_pct_ffg"].notna()]
             below = both["job_regret_pct_ffg"] < both["noise_floor_pct_ffg"]
             rec["ffg_below_floor"] = int(below.sum())
