@@ -148,6 +148,23 @@ def report(data: Path, out: pd.DataFrame, info: dict, ideal: pd.DataFrame | None
     return "\n".join(lines)
 
 
+def markdown(data: Path, out: pd.DataFrame, info: dict, ideal: pd.DataFrame | None) -> list[str]:
+    """The dataset's rows of the docs' Markdown table (``--markdown``)."""
+    label = f"{data}{' (SIMULATED)' if info['source'] == 'simulated' else ''}"
+    head = (f"{label} ({info['n_workloads']} jobs, {info['n_levels']} levels, {info['scheme'].upper()} "
+            f"{info['n_groups']} folds, σ {100 * info['probe']['sigma']:.1f} %, FFG below the floor on "
+            f"{info['ffg_below_floor']})")
+    rows = []
+    for i, (name, r) in enumerate(out.iterrows()):
+        chosen = f" {info['chosen_per_fold']}" if name == "recommended" else ""
+        idl = "" if ideal is None or name not in ideal.index else f"{ideal.loc[name, 'gap_closed_pct']:.1f}"
+        rows.append(f"| {head if i == 0 else ''} | `{name}`{chosen} | {r['job_regret_pct']:.2f} {_ci(r['job_regret_pct_ci'])} "
+                    f"| {r['gap_closed_pct']:.1f} {_ci(r['gap_closed_pct_ci']).replace('.00', '')} "
+                    f"| {r['gap_closed_above_floor_pct']:.1f} | {r['probe_share_pct']:.2f} | {r['profiling_steps']:.2f} "
+                    f"| {r['probe_units']:.3g} | {idl} |")
+    return rows
+
+
 def sensitivity(rows: dict[float, pd.DataFrame]) -> str:
     """Whole-job regret and gap closed of every reported governor per fixed reading noise."""
     frame = pd.concat({f"{100 * k:.0f} %": v[["job_regret_pct", "gap_closed_pct"]] for k, v in rows.items()}, axis=1)
@@ -167,7 +184,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="seed of the probe noise")
     ap.add_argument("--all-workloads", action="store_true", help="also the workloads without job_steps")
     ap.add_argument("--no-idealised", action="store_true", help="skip the idealised comparison column")
+    ap.add_argument("--markdown", action="store_true", help="also print the docs' Markdown table at the end")
     args = ap.parse_args()
+    table = []
     for data in args.datasets:
         t0 = time.perf_counter()
         run = {"split": args.split, "tree": args.tree, "candidates": tuple(args.features), "seed": args.seed,
@@ -175,10 +194,16 @@ def main() -> None:
         out, info = evaluate(data, noise=None, **run)
         ideal = None if args.no_idealised else evaluate(data, noise=None, idealise=True, **run)[0]
         print(report(data, out, info, ideal))
+        table += markdown(data, out, info, ideal)
         if args.noise:
             runs = {cv: evaluate(data, noise=cv, **run)[0] for cv in args.noise}
             print(sensitivity(runs))
         print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if args.markdown:
+        print("\n| dataset | governor | job regret % [90 % CI] | gap closed % [90 % CI] | gap closed above the floor % "
+              "| probe share % | probes | probe units | idealised gap closed % (comparison only) |")
+        print("|---|---|---|---|---:|---:|---:|---:|---:|")
+        print("\n".join(table))
 
 
 if __name__ == "__main__":

@@ -245,3 +245,28 @@ def test_intervals_keys_and_the_interval_holds_the_point_estimate():
     assert {"job_regret_pct_ci", "gap_closed_pct", "gap_closed_pct_ci"} <= set(d)
     assert d["gap_closed_pct"] == pytest.approx(70.0) and d["n_groups"] == 3
     assert E.summary_dict(E.summarize(per))["ffg"]["gap_closed_pct"] == 0.0
+
+
+def test_a_window_past_the_recorded_steps_reads_the_level_mean_for_the_rest(tmp_path):
+    # one workload, 100-unit runs (200 J, 100 s at 510: 2.0 J, 1.0 s per unit), 3 recorded steps at 510 of
+    # 1.0, 3.0, 2.0 J and 0.5, 1.5, 1.0 s; a probe of units [2, 5): step 2 (2.0 J, 1.0 s) recorded, then 2 units
+    # past the recorded three at the rep mean: 2 x 2.0 J, 2 x 1.0 s -> 6.0 J, 3.0 s; the charge reads the same
+    wl = pd.DataFrame([{"workload_id": "A/t", "model": "A", "model_family": "toy", "model_type": "encoder",
+                        "params_m": 10.0, "n_layers": 4, "hidden_size": 256, "task": "t", "avg_seq_len": 30.0,
+                        "max_seq_len": 128, "batch_size": 16, "split": "characterization", "job_steps": None}])
+    runs = pd.DataFrame([{"run_id": f"A@{f:g}", **_run("A/t", "fixed", f, 0, t, e, 50.0, f)}
+                         for f, (t, e) in {510.0: (100.0, 200.0), 1020.0: (50.0, 180.0)}.items()])
+    steps = pd.DataFrame({"run_id": ["A@510"] * 3 + ["A@1020"] * 3, "step": [0, 1, 2] * 2,
+                          "time_s": [0.5, 1.5, 1.0, 0.5, 0.5, 0.5], "energy_j": [1.0, 3.0, 2.0, 1.8, 1.8, 1.8]})
+    meta = {"source": "simulated", "device": {"board": "toy", "gpu": "none", "jetpack": "n/a", "power_mode": "MAXN"},
+            "freq_table_mhz": [510.0, 1020.0], "baseline": "fmax", "created_at": "2026-01-01T00:00:00Z",
+            "generator": "tests/test_probes.py", "seed": 0}
+    sweep = F.sweep_from_dataset(write_dataset(tmp_path / "r", meta, wl, runs, steps))
+    source = StepSource.from_sweep(sweep)
+    assert source.is_recorded("A/t")
+    assert source.span_parts("A/t", 510.0, 2.0, 3.0) == pytest.approx((1.0, 2.0, 2.0, 4.0, 2.0))
+    assert source.span("A/t", 510.0, 0.5, 1.0) == pytest.approx((0.25 + 0.75, 0.5 + 1.5))  # halves of steps 0, 1
+    # read with a 10 % model: the recorded part as recorded, the mean part times one log-normal factor
+    noisy = source.with_probe_models({"A/t": ProbeModel(sigma_ref=0.1, ref_units=1.0)})
+    t, e = noisy.probe("A/t").measure(510.0, 5.0)  # units [0, 5): 6.0 J recorded + 2 x 2.0 J at the mean
+    assert e != pytest.approx(10.0) and e - 6.0 == pytest.approx(4.0, rel=0.6)

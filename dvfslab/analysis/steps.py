@@ -20,8 +20,11 @@ loader), so step ``i`` processes the same batch at every level. :class:`StepSour
   is the level's per-unit rep mean (the mean energy and time of its ok runs / the units of a
   run), so any contract dataset replays a probe, with its cost spread evenly.
 
-A workload is served from one of the two, never a mix: its probe and the units that probe
-replaces come from the same source. ``level=None`` is the default clock (the baseline).
+A workload is served from one of the two: its probe and the units that probe replaces come from
+the same source; only units beyond a recorded workload's recorded steps (a physical probe
+window may reach past the 50 a twin run records) are its level's per-unit rep mean, for the
+probe and the charge alike (:meth:`StepSource.span_parts`). ``level=None`` is the default clock
+(the baseline).
 
 **The probe model.** A source may carry one probe model per workload
 (:meth:`StepSource.with_probe_models`: a :class:`~dvfslab.governors.probemodel.ProbeModel`, built
@@ -160,13 +163,14 @@ class StepSource:
         """The workload's probe model (None: none set)."""
         return None if self.probe_models is None else self.probe_models.get(str(workload_id))
 
-    def probe_cv(self, workload_id: str, units: float) -> float:
+    def probe_cv(self, workload_id: str, units: float, recorded: bool | None = None) -> float:
         """The coefficient of variation of a reading of ``units`` units of the workload: the fixed
         figure of :meth:`with_noise`; else 0 for recorded steps (single measurements, their own
-        noise in them); else the probe model's ``sigma(units x read_fraction)``; else 0."""
+        noise in them; ``recorded`` overrides whether these units are); else the probe model's
+        ``sigma(units x read_fraction)``; else 0."""
         if self.noise is not None:
             return self.noise
-        if self.is_recorded(str(workload_id)):  # recorded steps are single measurements: their noise is in them
+        if self.is_recorded(str(workload_id)) if recorded is None else recorded:  # single measurements: noise in them
             return 0.0
         model = self.probe_model(workload_id)
         return 0.0 if model is None else float(model.sigma(units * model.read_fraction))
@@ -219,16 +223,34 @@ class StepSource:
 
     def span(self, workload_id: str, level: float | None, start: float, units: float) -> tuple[float, float]:
         """``(time_s, energy_j)`` of units ``[start, start + units)`` of the run at ``level``
-        (fractional: a fraction of a recorded step is that fraction of it)."""
+        (fractional: a fraction of a recorded step is that fraction of it; beyond the recorded
+        steps, the level's per-unit rep mean: :meth:`span_parts`)."""
+        t_rec, e_rec, t_mean, e_mean, _ = self.span_parts(workload_id, level, start, units)
+        return t_rec + t_mean, e_rec + e_mean
+
+    def span_parts(self, workload_id: str, level: float | None, start: float,
+                   units: float) -> tuple[float, float, float, float, float]:
+        """``(time_s, energy_j)`` of units ``[start, start + units)`` split into what recorded steps
+        serve and what the level's per-unit rep mean serves (a workload without recorded steps;
+        units beyond the recorded ones — the twin records 50 per run, a physical probe window may
+        reach past them), and the units of the latter: ``(t_rec, e_rec, t_mean, e_mean, u_mean)``."""
         wid = str(workload_id)
+        a, b = float(start), float(start) + float(units)
         if not self.is_recorded(wid):
             t, e = self.per_unit(wid, level)
-            return t * units, e * units
-        a, b = float(start), float(start) + float(units)
-        t, e = self._recorded(wid, level, math.ceil(b - 1e-9))
-        k = np.arange(math.floor(a + 1e-9), math.ceil(b - 1e-9))
-        share = np.clip(np.minimum(b, k + 1) - np.maximum(a, k), 0.0, 1.0)  # of each step, in [a, b)
-        return float((share * t[k]).sum()), float((share * e[k]).sum())
+            return 0.0, 0.0, t * units, e * units, float(units)
+        t, e = self._recorded(wid, level, 0)
+        end = min(b, float(len(t)))
+        t_rec = e_rec = 0.0
+        if a < end:
+            k = np.arange(math.floor(a + 1e-9), math.ceil(end - 1e-9))
+            share = np.clip(np.minimum(end, k + 1) - np.maximum(a, k), 0.0, 1.0)  # of each step, in [a, end)
+            t_rec, e_rec = float((share * t[k]).sum()), float((share * e[k]).sum())
+        beyond = max(0.0, b - max(a, float(len(t))))
+        if beyond <= 1e-12:
+            return t_rec, e_rec, 0.0, 0.0, 0.0
+        tu, eu = self.per_unit(wid, level)
+        return t_rec, e_rec, tu * beyond, eu * beyond, beyond
 
     def _recorded(self, wid: str, level: float | None, n: int) -> Steps:
         where = "the default clock" if level is None else self.sweep.knob.format(float(level))
@@ -284,10 +306,13 @@ class StepProbe:
         the default clock), as read with the source's noise (:meth:`StepSource.probe_cv`)."""
         if not (units > 0 and math.isfinite(units)):
             raise SweepError(f"a probe runs a positive number of units, got {units!r}")
-        t, e = self.source.span(self.workload_id, level, self.taken, units)
+        t_rec, e_rec, t, e, u_mean = self.source.span_parts(self.workload_id, level, self.taken, units)
         self.taken += units
-        cv = self.source.probe_cv(self.workload_id, units)
-        if self.rng is not None and cv > 0:
+        if self.source.noise is not None:  # a fixed figure: on the whole reading
+            t, e, u_mean = t + t_rec, e + e_rec, float(units)
+            t_rec = e_rec = 0.0
+        cv = self.source.probe_cv(self.workload_id, u_mean, recorded=False) if u_mean > 0 else 0.0
+        if self.rng is not None and cv > 0:  # recorded steps carry their own noise; means are read with the model's
             f_t, f_e = noise_factors(self.rng, cv, 2)
             t, e = t * f_t, e * f_e
-        return float(t), float(e)
+        return float(t_rec + t), float(e_rec + e)

@@ -235,6 +235,8 @@ def _groups(per_workload: pd.DataFrame) -> pd.Series:
 def _interval(sums: np.ndarray, counts: np.ndarray, stat: Any, seed: int) -> tuple[list[float] | None, float]:
     """The point estimate ``stat(all groups)`` and its bootstrap interval over groups (None: < 2 groups)."""
     idx = np.arange(len(counts))
+    if not counts.sum() > 0:
+        return None, float("nan")
     point = float(stat(idx[None, :], axis=-1)[0])
     if len(idx) < 2 or not np.isfinite(point):
         return None, point
