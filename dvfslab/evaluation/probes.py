@@ -19,9 +19,10 @@ replay does it by default), stated in ``summary.json`` under ``evaluation.probe`
   reading lasts ``SETTLE_S + SENSOR_SAMPLES x interval`` seconds, converted to units with the
   level's time per unit (``window(level) = seconds / (time_s per unit at level)``);
   ``read_fraction`` = the sampled share. The sensor's interval: LoudVA logged ``tegrastats``
-  every 500 ms (its makefile, ``MEASUREMENT_INTERVAL2 = 500``); a dvfslab sweep says it in
-  meta.json (``sweep.energy``: "a reading every 0.05 s" on the twin); otherwise tegrastats'
-  default, 1000 ms (``tegrastats --interval``, L4T docs; INA3221 / tegrastats sample every
+  every 500 ms (its makefile, ``MEASUREMENT_INTERVAL2 = 500``); a dataset may say it in
+  meta.json (``sensor_interval_s``, top level or under ``sweep``; the twin's ``sweep.energy``:
+  "a reading every 0.05 s"); otherwise tegrastats' default, 1000 ms (a ``dvfslab sweep`` does
+  not record its sampler's interval yet) (``tegrastats --interval``, L4T docs; INA3221 / tegrastats sample every
   100–1000 ms as configured);
 * any other dataset: one unit per reading (its unit already is a measurement).
 
@@ -109,6 +110,9 @@ def kind_of(meta: Mapping[str, Any], knob: str) -> str:
 
 def sensor_interval_s(meta: Mapping[str, Any]) -> tuple[float, str]:
     """The power sensor's sampling interval of a clock dataset, and where it comes from (module doc)."""
+    for where in (meta, meta.get("sweep") or {}):
+        if isinstance(where.get("sensor_interval_s"), (int, float)) and where["sensor_interval_s"] > 0:
+            return float(where["sensor_interval_s"]), "meta.json sensor_interval_s"
     if str(meta.get("generator", "")) == "dvfslab import loudva":
         return LOUDVA_INTERVAL_S, "LoudVA's tegrastats --interval 500 (its makefile, MEASUREMENT_INTERVAL2)"
     got = re.search(r"a reading every ([0-9.]+) s", str((meta.get("sweep") or {}).get("energy", "")))
