@@ -9,7 +9,12 @@ the contract) this prints:
   repetitions, the coefficient of variation (sample standard deviation / mean) of the energy
   per unit (``energy_j / steps``; per run when ``steps`` is empty) and of the time per unit;
   the median over those cells, their 25th-75th percentiles, and how many cells it rests on.
-  A dataset measured once per cell (the Zeus traces, LoudVA) has no figure: it says so.
+  A dataset measured once per cell (the Zeus traces, LoudVA) has no figure: it says so, and
+  prints the estimator the replay's probe model uses instead (:mod:`dvfslab.evaluation.probes`):
+  on a power-limit dataset the CV across limits of the workloads whose power never reaches the
+  lowest limit (the limit never binds: what moves is noise); on a dataset of many loads
+  (LoudVA's concurrencies) the spread of each load against its two neighbours at one level
+  (``1.4826 MAD / sqrt(1.5)``).
 * for a ``dvfslab import zeus-nsdi`` dataset, the figures of Zeus's own repeated profiling
   windows (``--zeus-profile``, default ``data/external/zeus_nsdi23/profile_data``: the twelve
   ``tests/profile_data`` files of the Zeus repository, one window per power limit):
@@ -36,8 +41,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dvfslab.analysis.aggregate import sweep_from_dataset
+from dvfslab.analysis.steps import StepSource
 from dvfslab.analysis.steps import rep_cv as steps_rep_cv
 from dvfslab.data.contract import Dataset, load_dataset
+from dvfslab.evaluation.probes import neighbour_spread, noise_estimate, noncapped_spread
 
 REPO = Path(__file__).resolve().parents[1]
 ZEUS_PROFILE = REPO / "data" / "external" / "zeus_nsdi23" / "profile_data"
@@ -112,6 +120,18 @@ def report(path: str | Path, profile_dir: Path, degree: int) -> list[str]:
             q = r[col]
             lines.append(f"  {col} per unit, CV across repetitions: median {_pct(q['median'])} "
                          f"(25-75 %: {_pct(q['q25'])} - {_pct(q['q75'])}) over {r['cells_with_reps']} cells")
+    source = StepSource.from_sweep(sweep_from_dataset(ds))
+    if r["energy"] is None and ds.knob.name == "power_limit_w":
+        got = noncapped_spread(source)
+        lines.append(f"  across power limits, workloads whose power never reaches the lowest limit "
+                     f"({len(got['workloads'])}): median CV of energy per unit {_pct(got['sigma'] if got['workloads'] else None)}"
+                     f" — e.g. {', '.join(f'{w} {_pct(v)}' for w, v in list(got['per_workload'].items())[:3])}")
+    elif r["energy"] is None and "batch_size" in ds.workloads and ds.workloads["batch_size"].nunique() >= 3:
+        got = neighbour_spread(source)
+        lines.append(f"  neighbouring loads at one level (1.4826 MAD / sqrt(1.5) of the middle of three against the "
+                     f"mean of the other two): {_pct(got['sigma'])} over {got['triples']} triples")
+    est = noise_estimate(source)
+    lines.append(f"  the replay's probe noise: {_pct(est['sigma'])} — {est['source']}")
     if _is_zeus(ds):
         g, c = gpu_to_gpu_cv(profile_dir), curve_residuals(profile_dir, degree)
         lines.append(f"  Zeus profiling windows ({profile_dir}):")

@@ -1,30 +1,32 @@
-"""Governors over whole jobs, probing charged, under grouped CV on any contract dataset: do they beat
-one fixed level?
+"""Governors over whole jobs, probing charged, under grouped CV on any contract dataset, probes
+physical: do they beat one fixed level, and by more than the noise?
 
-For each ``DATASET_DIR`` (a dataset in the contract: the bundled twin, a ``dvfslab import
-zeus-nsdi`` conversion whose knob is a power limit, a ``dvfslab import loudva`` one whose
-workloads are one network at many request concurrencies) this prints, over its workloads whose
+For each ``DATASET_DIR`` (a dataset in the contract: the bundled twin ``data/replay``, a ``dvfslab
+import zeus-nsdi`` conversion whose knob is a power limit, a ``dvfslab import loudva`` one whose
+workloads are one network at many request concurrencies) this replays, over its workloads whose
 whole job is known (workloads.csv ``job_steps``; ``--all-workloads``: the others too, their job
 being the measured run), every group of workloads held out in turn — leave-one-network-out
 (``lomo``), or on a one-network dataset five contiguous blocks of batch size / concurrency
 (``lobo``, :func:`dvfslab.evaluation.govcv.grouping`):
 
-* ``oracle``, ``ffg``, ``mlg``, ``curve`` — the learned ones refitted without the held-out group
-  (the tree with fixed hyper-parameters, ``--tree``), replayed on it;
-* ``zeus-jit`` (Zeus's JIT profiler: the first unit split over every level), ``online`` (26
-  probing steps, U-curve fit) and ``search`` (from FFG's level, walk downhill, O(log n) probes) —
-  they measure the held-out job itself; their probes are charged;
-* ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold
-  (an inner grouped CV on the other groups chooses FFG or one of the others), then replayed on
-  the held-out group: the rule judged as it would be used;
+* ``ffg`` and the learned ``mlg`` / ``curve`` (refitted without the held-out group; candidates of
+  the recommendation, not printed);
+* the probing governors the registry holds among ``zeus`` (Zeus's live profiler), ``zeus-jit``
+  (the trace simulator's rule, when ``zeus`` is not there), ``online`` (when ``voi`` is not
+  there), ``search``, ``voi`` — they measure the held-out job itself; their probes are charged;
+* ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold,
+  then replayed on the held-out group;
 
-and for each, over the whole job: the mean saving vs the baseline and the mean regret vs the
-oracle (% of the baseline's job energy), the share of the FFG-to-oracle gap it closes,
-``(regret_ffg - regret) / regret_ffg`` (negative: worse than FFG), the share of the job spent
-probing (units) and the probes used (levels measured, and their units). Noise: a probe reads the
-dataset's per-unit rep means multiplied by log-normal noise of the dataset's own rep-to-rep CV
-(:func:`dvfslab.analysis.steps.rep_cv`, ``benchmarks/noise.py``; the twin: 1.2 %; a dataset
-measured once per cell: 0), then, as a sensitivity, of 2 % and 5 % (``--noise``), seed fixed.
+under the **physical probe model** (:mod:`dvfslab.evaluation.probes`: Zeus's 10 + 40 iterations per
+power limit; on a Jetson 5 power-sensor samples + 0.2 s settle per clock; log-normal reading noise
+of the dataset's σ, shrinking as 1/sqrt(units read); seed fixed), the governors planning with the
+training groups' median job. Per governor, over the whole job: the mean regret vs the oracle (% of
+the baseline's job energy) with its 90 % bootstrap interval over the held-out groups; the share
+of the FFG-to-oracle gap closed, ``100 (r_ffg - r) / r_ffg``, on all workloads and on those
+where FFG's regret is above its noise floor (:func:`dvfslab.evaluation.replay.intervals`); the
+share of the job spent probing; the probes used; and, for comparison only, the gap closed with
+*idealised* probes (instant, exact — never a result). ``--noise CV...`` adds runs with one fixed
+reading noise for every probe (a sensitivity).
 
     PYTHONPATH=. .venv/bin/python benchmarks/real_governors.py DATASET_DIR... [--noise 0.02 0.05]
 """
@@ -40,6 +42,7 @@ import pandas as pd
 from dvfslab import analysis as F
 from dvfslab.analysis.features import EXTRA_FEATURES, FEATURES
 from dvfslab.data.contract import load_dataset
+from dvfslab.evaluation import probes as PR
 from dvfslab.evaluation import replay as E
 from dvfslab.evaluation import selection as S
 from dvfslab.evaluation.govcv import SCHEME_WORDS, cv_replay, grouping
@@ -47,23 +50,21 @@ from dvfslab.evaluation.recommend import nested_recommended, recommend, versus_f
 from dvfslab.governors import registry as G
 
 LEARNED = ("mlg", "curve")
-PROBING = ("zeus-jit", "online", "search")
-CANDIDATES = (*LEARNED, *PROBING)
-ORDER = ("oracle", "ffg", *CANDIDATES, "recommended")
-COLUMNS = ["n_workloads", "n_failed", "job_saving_pct", "job_regret_pct", "gap_closed_pct", "probe_share_pct",
-           "profiling_steps", "probe_units"]
 
 
-def gap_closed_pct(regret_pct: pd.Series, ffg_regret_pct: float) -> pd.Series:
-    """Share of the FFG-to-oracle gap closed, %: ``100 (r_ffg - r) / r_ffg`` (NaN when FFG has no gap)."""
-    if not ffg_regret_pct > 0:
-        return regret_pct * float("nan")
-    return 100.0 * (ffg_regret_pct - regret_pct) / ffg_regret_pct
+def probing_names() -> tuple[str, ...]:
+    """The probing governors reported: ``zeus`` (else ``zeus-jit``), ``online`` (when there is no
+    ``voi``), ``search``, ``voi`` — those the registry holds."""
+    have = set(G.registry())
+    names = ["zeus" if "zeus" in have else "zeus-jit", "search", "voi" if "voi" in have else "online"]
+    return tuple(n for n in names if n in have)
 
 
 def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str, ...] = (*FEATURES, *EXTRA_FEATURES),
-             noise: float | None = None, seed: int = 0, all_workloads: bool = False) -> tuple[pd.DataFrame, dict]:
-    """The table of one dataset and what to say about it; ``noise`` None: the dataset's own figure."""
+             noise: float | None = None, seed: int = 0, all_workloads: bool = False,
+             idealise: bool = False) -> tuple[pd.DataFrame, dict]:
+    """The table of one dataset and what to say about it; ``noise`` None: the physical model's own
+    noise; ``idealise``: instant, exact probes (comparison only)."""
     ds = load_dataset(data_dir)
     sweep = F.sweep_from_dataset(ds)
     table = F.feature_table(sweep)
@@ -71,44 +72,71 @@ def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str
     source = data.steps()
     known = [w for w in data.train_ids if source.job_known(w)]
     ids = data.train_ids if all_workloads else known
-    own = source.rep_noise()
-    data = F.TrainingData(sweep, table, ids).with_probe_noise(own if noise is None else noise, seed)
+    data = PR.physical_data(F.TrainingData(sweep, table, ids).with_probe_noise(noise, seed), idealise)
     rows = table[table["workload_id"].isin(ids)]
     cols, _ = F.usable_features(rows, candidates)
     mlg = {"estimator": S.candidate_models(False, 0)[tree], "features": cols}
-    protos, left_out = G.usable(G.make_all(["oracle", "ffg", *CANDIDATES], {"mlg": mlg}), data)
-    cands = [n for n in protos if n in CANDIDATES]
+    probing = probing_names()
+    cands_all = (*LEARNED, *probing)
+    protos, left_out = G.usable(G.make_all(["oracle", "ffg", *cands_all], {"mlg": mlg}), data)
+    cands = [n for n in protos if n in cands_all]
     scheme = grouping(rows)
     cv = cv_replay(protos, data, schemes=[scheme])
     nested = nested_recommended(protos, data, cands, scheme=scheme)
-    out = E.summarize(pd.concat([cv, nested], ignore_index=True)).set_index("policy")
-    out["gap_closed_pct"] = gap_closed_pct(out["job_regret_pct"], float(out.loc["ffg", "job_regret_pct"]))
-    out = out.reindex([n for n in ORDER if n in out.index])
+    both = pd.concat([cv, nested], ignore_index=True)
+    out = E.summarize(both).set_index("policy")
+    order = ["oracle", "ffg", *[n for n in probing if n in out.index], "recommended"]
+    out = out.reindex([n for n in order if n in out.index])
     rec = recommend(cv, cands, scheme=scheme)
     search = cv[cv["policy"] == "search"]
+    ffg = cv[cv["policy"] == "ffg"]
     info = {"knob": sweep.knob, "source": ds.source, "n_workloads": len(ids), "n_groups": int(cv["held_out"].nunique()),
             "scheme": scheme, "left_without_job": len(data.sweep.workload_ids(split)) - len(known),
-            "all_workloads": all_workloads, "features": cols, "full_data_recommendation": rec, "noise": data.steps().noise,
-            "own_noise": own, "n_levels": len(sweep.level_table),
+            "all_workloads": all_workloads, "features": cols, "full_data_recommendation": rec,
+            "probe": PR.describe(data.steps()), "n_levels": len(sweep.level_table),
             "not_replayed": {name: f"{why}; not replayed" for name, why in left_out.items()},
             "recommended_vs_ffg": versus_fallback(cv, nested, scheme=scheme),
             "chosen_per_fold": nested.groupby("held_out")["chosen"].first().value_counts().to_dict(),
-            "search_not_unimodal": int(search["note"].str.contains("not unimodal").sum()), "n_search": len(search)}
+            "search_not_unimodal": int(search["note"].str.contains("not unimodal").sum()), "n_search": len(search),
+            "ffg_below_floor": int((ffg["job_regret_pct"] < ffg["noise_floor_pct"]).sum()), "n_ffg": len(ffg),
+            "plan_job_units": float(cv["plan_job_units"].median())}
     return out, info
 
 
-def report(data: Path, out: pd.DataFrame, info: dict) -> str:
+def _ci(x: object) -> str:
+    return "n/a" if not isinstance(x, list) else f"[{x[0]:.2f}, {x[1]:.2f}]"
+
+
+def report(data: Path, out: pd.DataFrame, info: dict, ideal: pd.DataFrame | None = None) -> str:
     """The printed block of one dataset."""
     label = " (SIMULATED)" if info["source"] == "simulated" else ""
-    knob = info["knob"]
+    knob, probe = info["knob"], info["probe"]
     rec = info["full_data_recommendation"]
     jobs = ("all workloads (a workload without job_steps: the job is its run)" if info["all_workloads"] else
             f"workloads with job_steps ({info['left_without_job']} without left out)")
     lines = [f"\n== {data}{label}: {info['n_workloads']} {jobs}; {info['n_levels']} levels of {knob.name} "
-             f"({knob.unit}); {SCHEME_WORDS[info['scheme']]}, {info['n_groups']} folds; probe noise "
-             f"{100 * info['noise']:.1f} % (the dataset's own rep CV: {100 * info['own_noise']:.1f} %); tree features "
+             f"({knob.unit}); {SCHEME_WORDS[info['scheme']]}, {info['n_groups']} folds; tree features "
              f"{', '.join(info['features'])}",
-             out[COLUMNS].round(3).to_string()]
+             f"probe model: window {probe['default_window']:.4g} {probe['unit']} at the default level (median; "
+             f"{probe['window_range'][0]:.3g}-{probe['window_range'][1]:.3g} over levels and workloads), read "
+             f"{100 * probe['read_fraction']:.0f} % of it; {probe['window_source']}",
+             f"  noise: sigma {100 * probe['sigma']:.2f} % over {probe['sigma_ref_units']:.4g} {probe['unit']} (median), "
+             f"1/sqrt(units read); {probe['sigma_source']}",
+             f"governors plan with the training groups' median job ({info['plan_job_units']:.4g} {probe['unit']}, "
+             f"median over folds); FFG's regret is below its noise floor on {info['ffg_below_floor']} of "
+             f"{info['n_ffg']} workloads"]
+    table = pd.DataFrame({
+        "job_regret_pct": out["job_regret_pct"].round(3),
+        "regret_ci90": out["job_regret_pct_ci"].map(_ci),
+        "gap_closed_pct": out["gap_closed_pct"].round(1),
+        "gap_ci90": out["gap_closed_pct_ci"].map(_ci),
+        "gap_above_floor_pct": out["gap_closed_above_floor_pct"].round(1),
+        "probe_share_pct": out["probe_share_pct"].round(3),
+        "probes": out["profiling_steps"].round(2),
+        "probe_units": out["probe_units"].round(4)})
+    if ideal is not None:
+        table["IDEALISED_gap_pct"] = ideal["gap_closed_pct"].reindex(out.index).round(1)
+    lines.append(table.to_string())
     lines += [f"{name}: {why}" for name, why in info["not_replayed"].items()]
     vs = info["recommended_vs_ffg"]
     lines += [f"search stopped at a local minimum of a measured curve that is not unimodal on {info['search_not_unimodal']}"
@@ -120,12 +148,28 @@ def report(data: Path, out: pd.DataFrame, info: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown(data: Path, out: pd.DataFrame, info: dict, ideal: pd.DataFrame | None) -> list[str]:
+    """The dataset's rows of the docs' Markdown table (``--markdown``)."""
+    label = f"{data}{' (SIMULATED)' if info['source'] == 'simulated' else ''}"
+    head = (f"{label} ({info['n_workloads']} jobs, {info['n_levels']} levels, {info['scheme'].upper()} "
+            f"{info['n_groups']} folds, σ {100 * info['probe']['sigma']:.1f} %, FFG below the floor on "
+            f"{info['ffg_below_floor']})")
+    rows = []
+    for i, (name, r) in enumerate(out.iterrows()):
+        chosen = f" {info['chosen_per_fold']}" if name == "recommended" else ""
+        idl = "" if ideal is None or name not in ideal.index else f"{ideal.loc[name, 'gap_closed_pct']:.1f}"
+        rows.append(f"| {head if i == 0 else ''} | `{name}`{chosen} | {r['job_regret_pct']:.2f} {_ci(r['job_regret_pct_ci'])} "
+                    f"| {r['gap_closed_pct']:.1f} {_ci(r['gap_closed_pct_ci']).replace('.00', '')} "
+                    f"| {r['gap_closed_above_floor_pct']:.1f} | {r['probe_share_pct']:.2f} | {r['profiling_steps']:.2f} "
+                    f"| {r['probe_units']:.3g} | {idl} |")
+    return rows
+
+
 def sensitivity(rows: dict[float, pd.DataFrame]) -> str:
-    """Whole-job regret and gap closed of the probing governors and the recommendation per noise level."""
-    keep = [n for n in ("ffg", *PROBING, "recommended") if n in next(iter(rows.values())).index]
-    frame = pd.concat({f"{100 * k:.0f} %": v.loc[keep, ["job_regret_pct", "gap_closed_pct"]] for k, v in rows.items()},
-                      axis=1)
-    return "probe noise sensitivity (whole-job regret %, gap closed %):\n" + frame.round(3).to_string()
+    """Whole-job regret and gap closed of every reported governor per fixed reading noise."""
+    frame = pd.concat({f"{100 * k:.0f} %": v[["job_regret_pct", "gap_closed_pct"]] for k, v in rows.items()}, axis=1)
+    return ("fixed reading noise for every probe, physical windows (whole-job regret %, gap closed %):\n"
+            + frame.round(3).to_string())
 
 
 def main() -> None:
@@ -135,20 +179,31 @@ def main() -> None:
     ap.add_argument("--tree", default="tree(depth=3,leaf=2,gini)", help="the mlg tree's hyper-parameters")
     ap.add_argument("--features", nargs="+", default=[*FEATURES, *EXTRA_FEATURES],
                     help="columns offered to the tree (default: notebook 02's candidates)")
-    ap.add_argument("--noise", nargs="*", type=float, default=[0.02, 0.05],
-                    help="probe noise CVs of the sensitivity runs (fractions; default 0.02 0.05)")
+    ap.add_argument("--noise", nargs="*", type=float, default=[],
+                    help="fixed reading noise CVs of sensitivity runs (fractions, e.g. 0.02 0.05; default none)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the probe noise")
     ap.add_argument("--all-workloads", action="store_true", help="also the workloads without job_steps")
+    ap.add_argument("--no-idealised", action="store_true", help="skip the idealised comparison column")
+    ap.add_argument("--markdown", action="store_true", help="also print the docs' Markdown table at the end")
     args = ap.parse_args()
+    table = []
     for data in args.datasets:
         t0 = time.perf_counter()
-        out, info = evaluate(data, args.split, args.tree, tuple(args.features), None, args.seed, args.all_workloads)
-        print(report(data, out, info))
-        runs = {info["noise"]: out}
-        for cv in args.noise:
-            runs[cv] = evaluate(data, args.split, args.tree, tuple(args.features), cv, args.seed, args.all_workloads)[0]
-        print(sensitivity(runs))
+        run = {"split": args.split, "tree": args.tree, "candidates": tuple(args.features), "seed": args.seed,
+               "all_workloads": args.all_workloads}
+        out, info = evaluate(data, noise=None, **run)
+        ideal = None if args.no_idealised else evaluate(data, noise=None, idealise=True, **run)[0]
+        print(report(data, out, info, ideal))
+        table += markdown(data, out, info, ideal)
+        if args.noise:
+            runs = {cv: evaluate(data, noise=cv, **run)[0] for cv in args.noise}
+            print(sensitivity(runs))
         print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if args.markdown:
+        print("\n| dataset | governor | job regret % [90 % CI] | gap closed % [90 % CI] | gap closed above the floor % "
+              "| probe share % | probes | probe units | idealised gap closed % (comparison only) |")
+        print("|---|---|---|---|---:|---:|---:|---:|---:|")
+        print("\n".join(table))
 
 
 if __name__ == "__main__":

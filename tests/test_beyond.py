@@ -25,6 +25,7 @@ from dvfslab import governors as G
 from dvfslab.analysis import TrainingData
 from dvfslab.analysis.steps import StepSource
 from dvfslab.data.contract import load_dataset, write_dataset
+from dvfslab.evaluation import probes as P
 from dvfslab.evaluation import replay as E
 from dvfslab.evaluation.limits import constrain, constraint_report
 from dvfslab.governors.base import ProbeStep, without_answers
@@ -341,7 +342,8 @@ def test_online_replay_charges_its_probing_steps(tmp_path):
     sweep, table = _stepped_dataset(tmp_path / "ds", factors)
     gov = OnlineGovernor().fit(TrainingData(sweep, table, []))
     truth = min(ORIN_FREQS_MHZ, key=lambda f: step_te(f)[1])
-    row = E.replay({"online": gov}, sweep, table).iloc[0]
+    # idealised probes (instant, exact: one step per probe, as the hand schedule below)
+    row = E.replay({"online": gov}, sweep, table, steps=P.idealised(StepSource.from_sweep(sweep))).iloc[0]
     assert row["level"] == truth and row["error"] == ""
     # the probed schedule on the recorded steps (step i at the level asked for step i)
     session = gov.start({}, ORIN_FREQS_MHZ)
@@ -364,7 +366,7 @@ def test_online_replay_charges_its_probing_steps(tmp_path):
 def test_online_in_replay_and_summary_reports_profiling_steps(tmp_path):
     sweep, table = _stepped_dataset(tmp_path / "ds", np.ones(40), n_steps=100)
     govs = G.build(["online", "oracle"], TrainingData(sweep, table, ["toy/a"]))
-    per = E.replay(govs, sweep, table)
+    per = E.replay(govs, sweep, table, steps=P.idealised(StepSource.from_sweep(sweep)))  # one step per probe
     s = E.summary_dict(E.summarize(per))
     assert s["online"]["profiling_steps"] == 26 and "profiling_steps" not in s["oracle"]
     on, orc = per.set_index("policy").loc["online"], per.set_index("policy").loc["oracle"]

@@ -70,9 +70,15 @@ def test_summary_of_a_hand_written_replay():
     assert s.loc["p", ["mean_slowdown_pct", "max_slowdown_pct", "mean_regret_pct"]].tolist() == [3.0, 6.0, 1.0]
     assert s.loc["q", ["n_workloads", "n_failed", "mean_saving_pct", "mean_regret_pct"]].tolist() == [2, 1, 0.0, 5.0]
     d = E.summary_dict(E.summarize(per))
-    assert d["p"] == {"mean_saving_pct": 20.0, "max_saving_pct": 30.0, "min_saving_pct": 10.0,
-                      "mean_slowdown_pct": 3.0, "mean_regret_pct": 1.0, "job_saving_pct": 20.0, "job_slowdown_pct": 3.0,
-                      "job_regret_pct": 1.0, "probe_share_pct": 0.0, "n_workloads": 3}
+    assert {k: d["p"][k] for k in (*E.SUMMARY_KEYS, "n_workloads")} == {
+        "mean_saving_pct": 20.0, "max_saving_pct": 30.0, "min_saving_pct": 10.0,
+        "mean_slowdown_pct": 3.0, "mean_regret_pct": 1.0, "job_saving_pct": 20.0, "job_slowdown_pct": 3.0,
+        "job_regret_pct": 1.0, "probe_share_pct": 0.0, "n_workloads": 3}
+    # no FFG among the rows: no gap closed; the regret's interval over the 3 workloads (regrets 3, 0, 0; no
+    # model column, so each is its own group): every resample's mean lies in [0, 3] and the point, 1, inside
+    assert "gap_closed_pct" not in d["p"] and d["p"]["n_groups"] == 3
+    lo, hi = d["p"]["job_regret_pct_ci"]
+    assert 0.0 <= lo <= 1.0 <= hi <= 3.0
     # the probing one: whole-job means over its two decided workloads, (9 + 7) / 2 = 8 and so on
     assert d["q"]["profiling_steps"] == 26.0 and d["q"]["probe_units"] == 26.0
     assert [d["q"][k] for k in ("job_saving_pct", "job_slowdown_pct", "job_regret_pct", "probe_share_pct")] == \
@@ -88,7 +94,7 @@ def test_summary_keys(setup):
     _, _, _, per = setup
     d = E.summary_dict(E.summarize(per))
     assert set(d) == {"maxn", "ffg", "mlg-paper", "mlg", "oracle"}
-    assert set(d["mlg"]) == set(E.SUMMARY_KEYS) | {"n_workloads"}
+    assert set(d["mlg"]) == set(E.SUMMARY_KEYS) | {"n_workloads"} | set(E.CI_KEYS)  # FFG among them: every key
 
 
 class _Refuses(G.Governor):

@@ -9,7 +9,9 @@ from analysis_fixtures import ORIN_FREQS_MHZ, make_signal_dataset, signal_frames
 
 from dvfslab import analysis as F
 from dvfslab.analysis import TrainingData
+from dvfslab.analysis.steps import StepSource
 from dvfslab.data.contract import load_dataset, write_dataset
+from dvfslab.evaluation import probes as P
 from dvfslab.evaluation import replay as E
 from dvfslab.evaluation import selection as S
 from dvfslab.evaluation.govcv import cv_replay
@@ -141,7 +143,8 @@ def test_profiled_replay_charges_its_probe_by_hand(tmp_path):
     write_dataset(tmp_path / "ds", meta, wl, runs, pd.DataFrame(steps, columns=["run_id", "step", "time_s", "energy_j"]))
     sweep = F.sweep_from_dataset(load_dataset(tmp_path / "ds"))
     table = F.feature_table(sweep)
-    per = E.replay({"profiled": _always_1020()}, sweep, table, ["m1/t0", "m2/t0"]).set_index("workload_id")
+    idealised = P.idealised(StepSource.from_sweep(sweep))  # instant, exact probes: the charge by hand
+    per = E.replay({"profiled": _always_1020()}, sweep, table, ["m1/t0", "m2/t0"], idealised).set_index("workload_id")
     assert (per["level"] == 1020.0).all() and (per["profiling_steps"] == 6).all()
     # recorded: E = 84 - (2.0 + 5 * 0.84) + (2.5 + 5 * 1.0) = 84 - 6.2 + 7.5 = 85.3 J,
     #           T = 12 - (0.3 + 5 * 0.12) + (0.3 + 5 * 0.1) = 12 - 0.9 + 0.8 = 11.9 s

@@ -22,6 +22,7 @@ from analysis_fixtures import _run
 from dvfslab import analysis as F
 from dvfslab.analysis.steps import StepSource, noise_factors
 from dvfslab.data.contract import write_dataset
+from dvfslab.evaluation import probes as P
 from dvfslab.evaluation import replay as E
 from dvfslab.governors import registry as G
 from dvfslab.governors.zeus_jit import ZeusJitGovernor
@@ -67,7 +68,8 @@ def test_every_governor_is_charged_over_the_whole_job(hand):
     sweep, table = hand
     data = F.TrainingData(sweep, table, ["A/t", "B/t"])
     govs = G.build(["maxn", "ffg", "oracle"], data) | {"zeus-jit": ZeusJitGovernor().fit(data)}
-    per = E.replay(govs, sweep, table).set_index(["policy", "workload_id"])
+    # idealised probes (instant, exact: a probe lasts what the governor asks): the charge by hand
+    per = E.replay(govs, sweep, table, steps=P.idealised(StepSource.from_sweep(sweep))).set_index(["policy", "workload_id"])
     # FFG: mean E / E_b at 510 (200/180 + 120/200)/2 = 0.856, 714 (150/180 + 160/200)/2 = 0.817, 1020: 1 -> 714
     ffg_a, ffg_b = per.loc[("ffg", "A/t")], per.loc[("ffg", "B/t")]
     assert ffg_a["level"] == ffg_b["level"] == 714.0
@@ -103,7 +105,7 @@ def test_every_governor_is_charged_over_the_whole_job(hand):
 def test_a_job_shorter_than_its_probes_ends_while_probing(hand):
     sweep, table = hand
     gov = ZeusJitGovernor(units=200.0).fit(None)  # 200/3 units per level, a 100-unit job (B)
-    row = E.replay({"zeus-jit": gov}, sweep, table, ["B/t"]).iloc[0]
+    row = E.replay({"zeus-jit": gov}, sweep, table, ["B/t"], P.idealised(StepSource.from_sweep(sweep))).iloc[0]
     # 1020 for 66.667 units at 2.0 J = 133.333 J, then 714 for the job's last 33.333 units at 1.6 J = 53.333 J
     assert row["job_energy_j"] == pytest.approx(400 / 3 + 160 / 3)
     assert row["probe_units"] == pytest.approx(100.0) and row["probe_share_pct"] == pytest.approx(100.0)
@@ -134,7 +136,8 @@ def test_probe_noise_is_seeded_and_sized(tmp_path):
     with pytest.raises(F.SweepError, match="probe noise must be a fraction"):
         source.with_noise(5.0)
     # a replay with noise: the governor sees noisy readings, the charge is the true cost
-    data = F.TrainingData(sweep, table, ["A/t", "B/t"]).with_probe_noise(0.05, 7)
+    data = F.TrainingData(sweep, table, ["A/t", "B/t"])
+    data = data.with_steps(P.idealised(data.steps()).with_noise(0.05, 7))  # instant probes, fixed 5 % noise
     row = E.replay({"zeus-jit": ZeusJitGovernor().fit(None)}, sweep, table, ["B/t"], data.steps()).iloc[0]
     per_unit = {f: 1.05 * e / 100 for f, (_, e) in RUNS["B/t"].items()}
     true_probes = sum(per_unit.values()) / 3

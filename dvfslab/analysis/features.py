@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dvfslab.analysis.aggregate import Sweep, optimal_levels
+from dvfslab.core.answers import ANSWER_COLUMNS  # noqa: F401  (re-exported: the one list)
 
 # Feature columns, in the order the paper lists them; ``params_m`` is ours (an extra).
 PAPER_FEATURES: tuple[str, ...] = ("is_decoder", "gpu_util_pct", "n_layers", "hidden_size", "avg_seq_len")
@@ -51,6 +52,16 @@ def feature_table(sweep: Sweep) -> pd.DataFrame:
             *EXTRA_FEATURES]
     labels = optimal_levels(sweep).drop(columns=["model", "task", "split", "params_m"])
     return wl[keep].merge(labels, on="workload_id")
+
+
+def governor_row(row: dict, plan_job_units: float | None = None) -> dict:
+    """What a governor may see of one feature-table row (a dict): the row without
+    :data:`ANSWER_COLUMNS`, with ``plan_job_units``: the job length it could know (the training
+    workloads' median job, or a user-given figure; None: left out)."""
+    out = {k: v for k, v in row.items() if k not in ANSWER_COLUMNS}
+    if plan_job_units is not None:
+        out["plan_job_units"] = float(plan_job_units)
+    return out
 
 
 def usable_features(features: pd.DataFrame, candidates: Iterable[str] = FEATURES) -> tuple[list[str], dict[str, str]]:

@@ -20,16 +20,27 @@ loader), so step ``i`` processes the same batch at every level. :class:`StepSour
   is the level's per-unit rep mean (the mean energy and time of its ok runs / the units of a
   run), so any contract dataset replays a probe, with its cost spread evenly.
 
-A workload is served from one of the two, never a mix: its probe and the units that probe
-replaces come from the same source. ``level=None`` is the default clock (the baseline).
+A workload is served from one of the two: its probe and the units that probe replaces come from
+the same source; only units beyond a recorded workload's recorded steps (a physical probe
+window may reach past the 50 a twin run records) are its level's per-unit rep mean, for the
+probe and the charge alike (:meth:`StepSource.span_parts`). ``level=None`` is the default clock
+(the baseline).
 
-**Noise** (:meth:`StepSource.with_noise`): a probe's measured time and energy may each be
-multiplied by an independent log-normal factor of mean 1 and coefficient of variation ``cv``
-(seeded per workload, so every governor replaying a workload draws the same factors in the
-same order); the replay charges the true cost, the governor sees the noisy reading. The
-dataset's own figure is :func:`rep_cv` (the median rep-to-rep CV of energy per unit over its
-(workload, level) cells; ``benchmarks/noise.py`` prints it): a dataset measured once per cell
-has none (0).
+**The probe model.** A source may carry one probe model per workload
+(:meth:`StepSource.with_probe_models`: a :class:`~dvfslab.governors.probemodel.ProbeModel`, built
+by :mod:`dvfslab.evaluation.probes` from the dataset — this room sits below the governors and
+only passes it on); its probes carry it as ``model``, so a probing governor's probe lasts at
+least the level's window, and a reading over ``u`` units reads with the model's noise,
+``model.sigma(u x read_fraction)``.
+
+**Noise**: a probe's measured time and energy are each multiplied by an independent log-normal
+factor of mean 1 and coefficient of variation ``cv`` (seeded per workload, so every governor
+replaying a workload draws the same factors in the same order); the replay charges the true
+cost, the governor sees the noisy reading. ``cv`` is the probe model's (above) unless
+:meth:`StepSource.with_noise` fixes one figure for every probe (a sensitivity run). The
+dataset's rep-to-rep figure is :func:`rep_cv` (the median rep-to-rep CV of energy per unit over
+its (workload, level) cells; ``benchmarks/noise.py`` prints it): a dataset measured once per
+cell has none, and its noise is estimated otherwise (:mod:`dvfslab.evaluation.probes`).
 """
 
 from __future__ import annotations
@@ -37,8 +48,9 @@ from __future__ import annotations
 import copy
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -96,7 +108,10 @@ class StepSource:
         if "job_steps" in sweep.workloads:
             self._jobs = {str(w): float(j) for w, j in zip(sweep.workloads["workload_id"], sweep.workloads["job_steps"],
                                                            strict=True) if pd.notna(j) and float(j) > 0}
-        self.noise, self.seed = 0.0, 0
+        self.noise: float | None = None  # None: each probe model's noise (module doc)
+        self.seed = 0
+        self.meta: dict = {}  # the dataset's meta.json (from_sweep), for the probe model
+        self.probe_models: dict[str, Any] | None = None  # workload -> ProbeModel (None: not set)
         self.recorded = steps is not None
         self._level: dict[tuple[str, float], Steps] = {}
         self._maxn: dict[str, Steps] = {}
@@ -123,16 +138,42 @@ class StepSource:
         from dvfslab.data.contract import load_dataset
 
         ds = load_dataset(sweep.dataset)
-        return cls(sweep, ds.runs, ds.steps, f"{sweep.dataset}/steps.csv")
+        out = cls(sweep, ds.runs, ds.steps, f"{sweep.dataset}/steps.csv")
+        out.meta = dict(ds.meta)
+        return out
 
-    def with_noise(self, cv: float, seed: int = 0) -> StepSource:
+    def with_noise(self, cv: float | None, seed: int = 0) -> StepSource:
         """The same source whose probes read with multiplicative noise of coefficient of variation
-        ``cv`` (a fraction: 0.02 = 2 %), seeded by ``seed`` and the workload (module doc)."""
-        if not (math.isfinite(cv) and 0 <= cv < 1):
+        ``cv`` (a fraction: 0.02 = 2 %; None: each probe model's own), seeded by ``seed`` and the
+        workload (module doc)."""
+        if cv is not None and not (math.isfinite(cv) and 0 <= cv < 1):
             raise SweepError(f"probe noise must be a fraction in [0, 1) (0.02 = 2 %), got {cv!r}")
         out = copy.copy(self)
-        out.noise, out.seed = float(cv), int(seed)
+        out.noise, out.seed = (None if cv is None else float(cv)), int(seed)
         return out
+
+    def with_probe_models(self, models: Mapping[str, Any]) -> StepSource:
+        """The same source whose probes carry ``models[workload_id]`` (a
+        :class:`~dvfslab.governors.probemodel.ProbeModel`; module doc)."""
+        out = copy.copy(self)
+        out.probe_models = {str(k): v for k, v in models.items()}
+        return out
+
+    def probe_model(self, workload_id: str) -> Any:
+        """The workload's probe model (None: none set)."""
+        return None if self.probe_models is None else self.probe_models.get(str(workload_id))
+
+    def probe_cv(self, workload_id: str, units: float, recorded: bool | None = None) -> float:
+        """The coefficient of variation of a reading of ``units`` units of the workload: the fixed
+        figure of :meth:`with_noise`; else 0 for recorded steps (single measurements, their own
+        noise in them; ``recorded`` overrides whether these units are); else the probe model's
+        ``sigma(units x read_fraction)``; else 0."""
+        if self.noise is not None:
+            return self.noise
+        if self.is_recorded(str(workload_id)) if recorded is None else recorded:  # single measurements: noise in them
+            return 0.0
+        model = self.probe_model(workload_id)
+        return 0.0 if model is None else float(model.sigma(units * model.read_fraction))
 
     def rep_noise(self) -> float:
         """The dataset's own probe noise: the median rep-to-rep CV of energy per unit (:func:`rep_cv`);
@@ -182,16 +223,34 @@ class StepSource:
 
     def span(self, workload_id: str, level: float | None, start: float, units: float) -> tuple[float, float]:
         """``(time_s, energy_j)`` of units ``[start, start + units)`` of the run at ``level``
-        (fractional: a fraction of a recorded step is that fraction of it)."""
+        (fractional: a fraction of a recorded step is that fraction of it; beyond the recorded
+        steps, the level's per-unit rep mean: :meth:`span_parts`)."""
+        t_rec, e_rec, t_mean, e_mean, _ = self.span_parts(workload_id, level, start, units)
+        return t_rec + t_mean, e_rec + e_mean
+
+    def span_parts(self, workload_id: str, level: float | None, start: float,
+                   units: float) -> tuple[float, float, float, float, float]:
+        """``(time_s, energy_j)`` of units ``[start, start + units)`` split into what recorded steps
+        serve and what the level's per-unit rep mean serves (a workload without recorded steps;
+        units beyond the recorded ones — the twin records 50 per run, a physical probe window may
+        reach past them), and the units of the latter: ``(t_rec, e_rec, t_mean, e_mean, u_mean)``."""
         wid = str(workload_id)
+        a, b = float(start), float(start) + float(units)
         if not self.is_recorded(wid):
             t, e = self.per_unit(wid, level)
-            return t * units, e * units
-        a, b = float(start), float(start) + float(units)
-        t, e = self._recorded(wid, level, math.ceil(b - 1e-9))
-        k = np.arange(math.floor(a + 1e-9), math.ceil(b - 1e-9))
-        share = np.clip(np.minimum(b, k + 1) - np.maximum(a, k), 0.0, 1.0)  # of each step, in [a, b)
-        return float((share * t[k]).sum()), float((share * e[k]).sum())
+            return 0.0, 0.0, t * units, e * units, float(units)
+        t, e = self._recorded(wid, level, 0)
+        end = min(b, float(len(t)))
+        t_rec = e_rec = 0.0
+        if a < end:
+            k = np.arange(math.floor(a + 1e-9), math.ceil(end - 1e-9))
+            share = np.clip(np.minimum(end, k + 1) - np.maximum(a, k), 0.0, 1.0)  # of each step, in [a, end)
+            t_rec, e_rec = float((share * t[k]).sum()), float((share * e[k]).sum())
+        beyond = max(0.0, b - max(a, float(len(t))))
+        if beyond <= 1e-12:
+            return t_rec, e_rec, 0.0, 0.0, 0.0
+        tu, eu = self.per_unit(wid, level)
+        return t_rec, e_rec, tu * beyond, eu * beyond, beyond
 
     def _recorded(self, wid: str, level: float | None, n: int) -> Steps:
         where = "the default clock" if level is None else self.sweep.knob.format(float(level))
@@ -220,8 +279,8 @@ class StepSource:
     def probe(self, workload_id: str) -> StepProbe:
         """A probe that replays ``workload_id``'s units from unit 0 (with this source's noise)."""
         wid = str(workload_id)
-        rng = np.random.default_rng([self.seed, zlib.crc32(wid.encode())]) if self.noise else None
-        return StepProbe(self, wid, rng=rng)
+        rng = np.random.default_rng([self.seed, zlib.crc32(wid.encode())])
+        return StepProbe(self, wid, rng=rng, model=self.probe_model(wid))
 
 
 @dataclass
@@ -233,6 +292,8 @@ class StepProbe:
     workload_id: str
     taken: float = 0.0
     rng: np.random.Generator | None = field(default=None, repr=False)
+    #: the workload's :class:`~dvfslab.governors.probemodel.ProbeModel` (None: none)
+    model: Any = None
 
     @property
     def levels(self) -> tuple[float, ...]:
@@ -242,12 +303,16 @@ class StepProbe:
 
     def measure(self, level: float | None, units: float = 1.0) -> tuple[float, float]:
         """``(time_s, energy_j)`` of units ``[taken, taken + units)`` of the run at ``level`` (None:
-        the default clock), as read with the source's noise."""
+        the default clock), as read with the source's noise (:meth:`StepSource.probe_cv`)."""
         if not (units > 0 and math.isfinite(units)):
             raise SweepError(f"a probe runs a positive number of units, got {units!r}")
-        t, e = self.source.span(self.workload_id, level, self.taken, units)
+        t_rec, e_rec, t, e, u_mean = self.source.span_parts(self.workload_id, level, self.taken, units)
         self.taken += units
-        if self.rng is not None:
-            f_t, f_e = noise_factors(self.rng, self.source.noise, 2)
+        if self.source.noise is not None:  # a fixed figure: on the whole reading
+            t, e, u_mean = t + t_rec, e + e_rec, float(units)
+            t_rec = e_rec = 0.0
+        cv = self.source.probe_cv(self.workload_id, u_mean, recorded=False) if u_mean > 0 else 0.0
+        if self.rng is not None and cv > 0:  # recorded steps carry their own noise; means are read with the model's
+            f_t, f_e = noise_factors(self.rng, cv, 2)
             t, e = t * f_t, e * f_e
-        return float(t), float(e)
+        return float(t_rec + t), float(e_rec + e)

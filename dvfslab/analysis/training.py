@@ -53,11 +53,16 @@ class TrainingData:
             self._steps["source"] = StepSource.from_sweep(self.sweep)
         return self._steps["source"]
 
-    def with_probe_noise(self, cv: float, seed: int = 0) -> TrainingData:
-        """The same data whose probes read with noise of coefficient of variation ``cv``
-        (:meth:`StepSource.with_noise`); its subsets (CV folds) share it."""
+    def with_probe_noise(self, cv: float | None, seed: int = 0) -> TrainingData:
+        """The same data whose probes read with noise of coefficient of variation ``cv`` (None:
+        the probe model's own; :meth:`StepSource.with_noise`), seeded by ``seed``; its subsets (CV
+        folds) share it."""
         return dataclasses.replace(self, _steps={"source": self.steps().with_noise(cv, seed)})
 
     def subset(self, train_ids: Sequence[str]) -> TrainingData:
         """The same sweep, features and steps with other training workloads (a CV fold)."""
         return dataclasses.replace(self, train_ids=list(train_ids))
+
+    def with_steps(self, steps: StepSource) -> TrainingData:
+        """The same data whose probes read from ``steps`` (e.g. with probe models attached)."""
+        return dataclasses.replace(self, _steps={"source": steps})

@@ -4,7 +4,8 @@ recommendation, slowdown limits.
 Above the governors (it fits and replays them) and the facts of :mod:`dvfslab.analysis` (the
 sweep, the feature table, the steps). Its modules are imported by name (they pull in
 scikit-learn): :mod:`~dvfslab.evaluation.replay` (a governor's level, energy, time, saving,
-slowdown, regret on every workload; probing charged), :mod:`~dvfslab.evaluation.govcv` (every
+slowdown, regret on every workload; probing charged; intervals), :mod:`~dvfslab.evaluation.probes`
+(the physical probe model of a dataset), :mod:`~dvfslab.evaluation.govcv` (every
 governor on the same CV folds), :mod:`~dvfslab.evaluation.selection` (which classifier predicts
 the optimal level: LOOCV / leave-one-model-out), :mod:`~dvfslab.evaluation.recommend` (the
 governor to use), :mod:`~dvfslab.evaluation.limits` (a slowdown limit and its cost),

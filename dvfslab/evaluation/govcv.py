@@ -11,7 +11,8 @@ group. In each fold every governor that learns from the training workloads
 (``sklearn.base.clone``: same parameters, nothing learned) and fitted on the rest — the learned
 tree with the hyper-parameters notebook 03 selected; the others (``maxn``, ``online``,
 ``oracle``, ``mlg-paper``: its fill-ins only) are fitted once on all training workloads — and
-the held-out workloads are replayed. The result has :func:`dvfslab.evaluation.replay.replay`'s
+the held-out workloads are replayed, the governors planning with the median job of the fold's
+training workloads (:func:`dvfslab.evaluation.replay.plan_units`). The result has :func:`dvfslab.evaluation.replay.replay`'s
 columns plus ``scheme`` and ``held_out``, so :func:`dvfslab.evaluation.replay.summarize` applies
 (``by=["scheme"]``).
 """
@@ -76,7 +77,7 @@ def cv_replay(governors: Mapping[str, Governor], data: TrainingData, *, schemes:
         fold = data.subset([w for w in data.train_ids if w not in set(held)])
         learned = fit_fold({n: g for n, g in governors.items() if g.needs_training}, fold)
         govs = {n: static.get(n, learned.get(n)) for n in governors}
-        per = E.replay(govs, data.sweep, data.features, held, steps)
+        per = E.replay(govs, data.sweep, data.features, held, steps, E.plan_units(steps, fold.train_ids))
         out.append(per.assign(scheme=scheme, held_out=group))
     if not out:
         return pd.DataFrame(columns=[*E.PER_WORKLOAD_COLUMNS, "scheme", "held_out"])

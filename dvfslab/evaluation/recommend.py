@@ -39,7 +39,7 @@ import pandas as pd
 
 from dvfslab.analysis.training import TrainingData
 from dvfslab.evaluation.govcv import SCHEME_WORDS, cv_folds, cv_replay, fit_fold, grouping
-from dvfslab.evaluation.replay import num_or_none, replay
+from dvfslab.evaluation.replay import num_or_none, plan_units, replay
 from dvfslab.governors.base import Governor
 from dvfslab.governors.registry import registry
 
@@ -177,7 +177,7 @@ def nested_recommended(governors: Mapping[str, Governor], data: TrainingData, ca
         inner = data.subset([w for w in data.train_ids if w not in set(held)])
         rec = recommend(cv_replay(protos, inner, schemes=[scheme]), candidates, FALLBACK, scheme)
         gov = fit_fold({rec.policy: protos[rec.policy]}, inner)
-        per = replay(gov, data.sweep, data.features, held, data.steps())
+        per = replay(gov, data.sweep, data.features, held, data.steps(), plan_units(data.steps(), inner.train_ids))
         out.append(per.assign(policy=name, scheme=scheme, held_out=group, chosen=rec.policy))
     if not out:
         return pd.DataFrame(columns=["policy", "workload_id", "scheme", "held_out", "chosen"])

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
+from dvfslab.core.answers import ANSWER_COLUMNS
 from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
 from dvfslab.governors.errors import GovernorError
 
@@ -161,16 +162,6 @@ class Probe(Protocol):
 def probe_model(probe: Any) -> ProbeModel | None:
     """The :class:`~dvfslab.governors.probemodel.ProbeModel` a probe carries (None: none)."""
     return getattr(probe, "model", None)
-
-
-#: the feature-table columns a governor must never see: the measured answer and what is derived
-#: from it (:func:`dvfslab.analysis.aggregate.optimal_levels`: the least-energy level, its index,
-#: energy and time, the oracle's saving, whether the curve is U-shaped, the paper's label, which
-#: ranks the optimal levels) and the measured run's totals at the baseline (they give the run's
-#: true length and the saving's denominator). ``n_levels`` (how many levels were swept) is not:
-#: a probing governor is given the levels anyway.
-ANSWER_COLUMNS: tuple[str, ...] = ("opt_level", "opt_level_idx", "opt_energy_j", "opt_time_s", "oracle_saving_pct",
-                                   "u_shaped", "paper_label", "baseline_energy_j", "baseline_time_s")
 
 
 def answer_columns_in(workload: Mapping[str, Any]) -> list[str]:

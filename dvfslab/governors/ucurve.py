@@ -26,13 +26,13 @@ def fit_u_curve(steps: Sequence[ProbeStep], level_table: Sequence[float]) -> dic
 
     ``steps``: the probing steps (warm-up excluded).
     """
-    arr = np.asarray([(s.level, s.energy_j, s.time_s) for s in steps], dtype=float)
-    f, e, t = arr[:, 0], arr[:, 1], arr[:, 2]
+    arr = np.asarray([(s.level, s.energy_j, s.time_s, s.units) for s in steps], dtype=float)
+    f, e, t = arr[:, 0], arr[:, 1], arr[:, 2] / arr[:, 3]  # time per unit: a probe may run several units
     probed = np.unique(f)
     if probed.size < 3:
         raise GovernorError(f"online: needs steps at 3 levels or more to fit a U-curve, got {probed.tolist()}")
     a, b = _fit_time(f, t)
-    p_lvl = np.array([e[f == x].sum() / t[f == x].sum() for x in probed])
+    p_lvl = np.array([e[f == x].sum() / (t * arr[:, 3])[f == x].sum() for x in probed])
     deg = min(2, probed.size - 1)
     p_coef = np.polyfit(probed, p_lvl, deg)
     grid = np.array([x for x in sorted(level_table) if probed.min() - 1e-6 <= x <= probed.max() + 1e-6])
