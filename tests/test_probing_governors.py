@@ -107,7 +107,7 @@ def test_search_budget_limit_and_prior():
     assert d.level == 918.0 and d.note == ""
     assert SearchGovernor(prior=None).fit(None).decide({}, CurveProbe(U)).level == 816.0  # from the middle
     with pytest.raises(GovernorError, match="must decide before the run"):
-        SearchGovernor(prior="zeus-jit").fit(None)
+        SearchGovernor(prior="zeus-sim").fit(None)
 
 
 def test_search_live_one_step_at_a_time():

@@ -39,7 +39,7 @@ def test_the_candidates_come_from_the_registry():
     # every governor but FFG and the yardsticks (the baseline, the oracle): learned, the paper's
     # tree and the probing ones, in registry order
     cands = default_candidates()
-    assert cands == ["mlg-paper", "mlg", "curve", "online", "profiled", "zeus-jit", "search"]
+    assert cands == ["mlg-paper", "mlg", "curve", "online", "profiled", "zeus-sim", "zeus", "search", "voi"]
     assert not {"ffg", "maxn", "oracle"} & set(cands)
 
 

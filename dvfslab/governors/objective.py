@@ -266,3 +266,11 @@ def objective_from(eta: float | None = None, max_slowdown_pct: float | None = No
     if eta is not None:
         return ZeusCost(eta=float(eta), max_slowdown_pct=max_slowdown_pct)
     return Objective(max_slowdown_pct)
+
+
+def with_objective(params: Mapping[str, Mapping[str, Any]] | None, names: Iterable[str],
+                   objective: Selector) -> dict[str, dict[str, Any]]:
+    """``params`` (registry name -> parameters) with ``objective`` for every governor of ``names``:
+    a pipeline run's objective, which every governor optimises so that their regrets compare."""
+    params = dict(params or {})
+    return {n: {**dict(params.get(n, {})), "objective": objective} for n in dict.fromkeys([*params, *names])}
