@@ -11,7 +11,7 @@ being the measured run), every group of workloads held out in turn — leave-one
 
 * ``oracle``, ``ffg``, ``mlg``, ``curve`` — the learned ones refitted without the held-out group
   (the tree with fixed hyper-parameters, ``--tree``), replayed on it;
-* ``zeus-jit`` (Zeus's JIT profiler: the first unit split over every level), ``online`` (26
+* ``zeus-sim`` (Zeus's trace simulator: the first unit split over every level), ``online`` (26
   probing steps, U-curve fit) and ``search`` (from FFG's level, walk downhill, O(log n) probes) —
   they measure the held-out job itself; their probes are charged;
 * ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold
@@ -47,7 +47,7 @@ from dvfslab.evaluation.recommend import nested_recommended, recommend, versus_f
 from dvfslab.governors import registry as G
 
 LEARNED = ("mlg", "curve")
-PROBING = ("zeus-jit", "online", "search")
+PROBING = ("zeus-sim", "online", "search")
 CANDIDATES = (*LEARNED, *PROBING)
 ORDER = ("oracle", "ffg", *CANDIDATES, "recommended")
 COLUMNS = ["n_workloads", "n_failed", "job_saving_pct", "job_regret_pct", "gap_closed_pct", "probe_share_pct",

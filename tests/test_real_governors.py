@@ -151,9 +151,9 @@ def test_the_benchmark_table_on_every_bundled_trace(gpu, n_limits, tmp_path):
     assert info["n_workloads"] == with_job and info["left_without_job"] == len(ds.workloads) - with_job
     assert (out["n_failed"] == 0).all() and (out["n_workloads"] == with_job).all()
     assert out.loc["oracle", "gap_closed_pct"] == pytest.approx(100.0) and out.loc["ffg", "gap_closed_pct"] == 0.0
-    assert out.loc["zeus-jit", "profiling_steps"] == n_limits and out.loc["zeus-jit", "probe_units"] == pytest.approx(1.0)
+    assert out.loc["zeus-sim", "profiling_steps"] == n_limits and out.loc["zeus-sim", "probe_units"] == pytest.approx(1.0)
     assert out.loc["search", "probe_units"] < 1.0  # a share 1/L per level measured, fewer than L levels
-    assert set(info["chosen_per_fold"]) <= {"ffg", "mlg", "curve", "zeus-jit", "online", "search"}
+    assert set(info["chosen_per_fold"]) <= {"ffg", "mlg", "curve", "zeus-sim", "online", "search"}
     # no per-step data in the Zeus traces: the profiled governor is not among the candidates here
     assert "profiled" not in out.index
 
