@@ -99,3 +99,75 @@ def test_parse_and_command_line():
         ZeusCost(1.5)
     with pytest.raises(GovernorError, match="max_slowdown_pct must be >= 0"):
         LeastTime(-1.0)
+
+
+def test_the_pipeline_passes_the_run_objective_to_notebooks_04_and_05(tmp_path, monkeypatch):
+    """``dvfslab pipeline --eta / --max-slowdown``: OBJECTIVE (the spec string) reaches notebooks 04 and
+    05 only, and summary.json records it; the notebooks are not run here (a fake executor)."""
+    from analysis_fixtures import make_dataset
+
+    from dvfslab import cli
+    from dvfslab.pipeline import kernels, runner
+
+    class Pool:  # stands for the kernel pool: no kernel is started
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def take(self):
+            return None
+
+        def stop(self, km):
+            return None
+
+    seen = {}
+
+    def execute(name, out_dir, parameters, progress, km):
+        seen[name] = dict(parameters)
+        for fig in runner.FIGURES.get(name, ()):
+            (out_dir / "figures").mkdir(exist_ok=True)
+            (out_dir / "figures" / f"{fig}.png").write_bytes(b"")
+        return out_dir / f"{name}.ipynb"
+
+    monkeypatch.setattr(kernels, "KernelPool", Pool)
+    monkeypatch.setattr(runner, "execute", execute)
+    data = make_dataset(tmp_path / "ds")
+    out = runner.run_pipeline(data, tmp_path / "run", html=False, progress=False, log=lambda _: None,
+                              objective=objective_from(0.5, 20.0))
+    assert seen["04_governor_evaluation"]["OBJECTIVE"] == "zeus-cost:eta=0.5,max_slowdown_pct=20"
+    assert seen["05_beyond_the_paper"]["OBJECTIVE"] == "zeus-cost:eta=0.5,max_slowdown_pct=20"
+    assert "OBJECTIVE" not in seen["01_characterization"]
+    assert parse_objective(seen["04_governor_evaluation"]["OBJECTIVE"]) == ZeusCost(0.5, max_slowdown_pct=20.0)
+    import json
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["pipeline"]["objective"] == {"selector": "zeus-cost", "spec": "zeus-cost:eta=0.5,max_slowdown_pct=20",
+                                                "max_slowdown_pct": 20.0, "eta": 0.5}
+    # the default run: the least energy
+    runner.run_pipeline(data, tmp_path / "run2", html=False, progress=False, log=lambda _: None)
+    assert seen["04_governor_evaluation"]["OBJECTIVE"] == "energy"
+    # the command line refuses a wrong eta in one line, before any notebook
+    seen.clear()
+    assert cli.main(["pipeline", "--data", str(data), "--out", str(tmp_path / "run3"), "--eta", "2"]) != 0
+    assert seen == {}
+
+
+def test_notebooks_04_and_05_declare_the_objective_parameter():
+    """papermill must parse OBJECTIVE from the parameters cell (a '=' in its comment would hide it)."""
+    from pathlib import Path
+
+    import nbformat
+    from papermill.inspection import _infer_parameters
+
+    for name in ("04_governor_evaluation", "05_beyond_the_paper"):
+        book = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / f"{name}.ipynb", as_version=4)
+        for cell in book.cells:
+            cell.metadata.setdefault("tags", [])
+        found = {p.name: p for p in _infer_parameters(book)}
+        assert found["OBJECTIVE"].default == '"energy"', name
+        assert parse_objective(found["OBJECTIVE"].default.strip('"')) == Objective()
