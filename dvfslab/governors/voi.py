@@ -47,6 +47,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dvfslab.core.errors import SweepError
 from dvfslab.data.knobs import DEFAULT_KNOB
 from dvfslab.governors.base import (
     Decision,
@@ -150,7 +151,7 @@ class VoiGovernor(ProbingGovernor):
                 try:
                     levels, energy, time = sweep.curve(w)
                     e_b, t_b = sweep.baseline_of(w)
-                except Exception:  # noqa: BLE001 - a workload without a curve or baseline teaches nothing here
+                except SweepError:  # a workload without level runs or a baseline teaches nothing here
                     continue
                 curves.append({"level": [float(f) for f in levels], "energy_rel": [float(e) / e_b for e in energy],
                                "time_rel": [float(t) / t_b for t in time]})
