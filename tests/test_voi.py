@@ -10,7 +10,7 @@ Three levels (1, 2, 3) and two training curves, each relative to its own baselin
 The job's truth is h1 at scale 10 J per unit (8, 9, 10 J). Readings: cv 1 % (the probe model),
 shape misfit fixed at 0.01 (log): a reading of level 1 tells h1 (0.8) from h2 (1.2) by
 log(1.5) = 0.405, ~29 standard deviations, so the lookahead is decisive and the arithmetic is
-exact to a part in a million.
+exact to about 1e-4 (the levels' own deviations, log-sd 0.01, move the figures by that much).
 
 Before any reading: prior 1/2 each, mean curve 1.0, 0.9, 1.0: the best level b is 2. A reading
 alone teaches nothing (the scale absorbs it), so voi looks at the pair (2, 1) — level 2 is read at
@@ -115,6 +115,11 @@ def test_voi_fit_stores_normalised_curves_and_the_misfit():
     # two curves that differ only at level 1 (log 1.5 = 0.405465): after the best scale the log-residuals
     # are (2/3, -1/3, -1/3) x 0.405465, RMS 0.405465 x sqrt(6 / 27) = 0.190139, for each curve
     assert loo_misfit(CURVES) == pytest.approx(0.405465 * (6 / 27) ** 0.5, rel=1e-5)
+    # a twin of h1 from the same model: leave-one-curve-out each h1 fits its twin exactly (0, 0, and h2's
+    # 0.190139: median 0); leave-one-model-out each curve must fit the other model's (0.190139 for all three)
+    three = [CURVES[0], dict(CURVES[0]), CURVES[1]]
+    assert loo_misfit(three) == pytest.approx(0.0, abs=1e-12)
+    assert loo_misfit(three, ["a", "a", "b"]) == pytest.approx(0.405465 * (6 / 27) ** 0.5, rel=1e-5)
     assert len(u_family([1.0, 2.0])) == 60 and all(c["energy_rel"][-1] == pytest.approx(1.0) for c in u_family([1.0, 2.0]))
     assert G.governor_class("voi") is VoiGovernor
 

@@ -33,8 +33,12 @@ A value-of-information rule (a one-step preposterior analysis over a discrete pr
 
 **Constants, fixed from the data's noise before any result** (none tuned on results):
 ``shape_sigma`` defaults to the training curves' leave-one-out misfit — for each training curve,
-the RMS log-residual of the best-fitting *other* training curve after a fitted scale; the median
-over the curves (for the U-family, the same over the family); the reading noise is the probe
+the RMS log-residual of the best-fitting *other* training curve after a fitted scale, the median
+over the curves; where the feature table names each workload's ``model`` and the training curves
+span two models or more, the best-fitting curve *of another model* (the replay's CV holds out
+models: the job is a model the prior has not seen); for the U-family, the same over the family.
+At a level it has read, a hypothesis's value moves toward the reading by ``shape_sigma^2 /
+(shape_sigma^2 + read noise^2)`` (the share of the residual that is the level's own); the reading noise is the probe
 model's; the quadrature is Gauss-Hermite's 3 nodes (``0, ±sqrt(3)`` standard deviations, weights
 2/3, 1/6, 1/6). ``max_probes`` (default: the number of levels) only bounds the loop.
 
@@ -102,9 +106,10 @@ def _interp(x: Sequence[float], xs: Sequence[float], ys: Sequence[float]) -> lis
                                  np.log(np.asarray(ys, float))[order])))
 
 
-def loo_misfit(curves: Sequence[Curve]) -> float:
+def loo_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None) -> float:
     """The median over ``curves`` of the RMS log-residual of the best-fitting other curve after a
-    fitted scale (module doc: ``shape_sigma``'s default); 0 for fewer than two curves."""
+    fitted scale (module doc: ``shape_sigma``'s default); with ``groups`` (one per curve: its
+    model), the best-fitting curve of *another group*. 0 for fewer than two curves."""
     import numpy as np
 
     if len(curves) < 2:
@@ -114,11 +119,12 @@ def loo_misfit(curves: Sequence[Curve]) -> float:
         lu = np.log(np.asarray(u["energy_rel"], float))
         fits = []
         for j, v in enumerate(curves):
-            if j != i:
+            if j != i and (groups is None or groups[j] != groups[i]):
                 d = lu - np.log(np.asarray(_interp(u["level"], v["level"], v["energy_rel"])))
                 fits.append(float(np.sqrt(np.mean((d - d.mean()) ** 2))))
-        best.append(min(fits))
-    return float(np.median(best))
+        if fits:
+            best.append(min(fits))
+    return float(np.median(best)) if best else 0.0
 
 
 class VoiGovernor(ProbingGovernor):
@@ -145,8 +151,11 @@ class VoiGovernor(ProbingGovernor):
 
     def _fit(self, data: TrainingData | None) -> None:
         curves: list[Curve] = []
+        groups: list[Any] = []
         if data is not None:
             sweep = data.sweep
+            model_of = (dict(zip(data.features["workload_id"], data.features["model"], strict=True))
+                        if "model" in data.features else {})
             for w in data.train_ids:
                 try:
                     levels, energy, time = sweep.curve(w)
@@ -155,13 +164,17 @@ class VoiGovernor(ProbingGovernor):
                     continue
                 curves.append({"level": [float(f) for f in levels], "energy_rel": [float(e) / e_b for e in energy],
                                "time_rel": [float(t) / t_b for t in time]})
+                groups.append(model_of.get(w, w))
         if len(curves) < 2:
             self.curves_ = []
             self.info_ = {"prior": "u-shape", "n_curves": 0, "shape_sigma": None,
                           "why": "untrained: fewer than two training curves"}
         else:
             self.curves_ = curves
-            self.info_ = {"prior": "training curves", "n_curves": len(curves), "shape_sigma": loo_misfit(curves)}
+            by_model = len(set(groups)) >= 2  # a job is a new model in a grouped CV: misfit to other models
+            self.info_ = {"prior": "training curves", "n_curves": len(curves),
+                          "shape_sigma": loo_misfit(curves, groups if by_model else None),
+                          "shape_sigma_from": "leave-one-model-out" if by_model else "leave-one-curve-out"}
 
     def check_state(self) -> None:
         for c in self._fitted("curves_"):
@@ -210,7 +223,9 @@ class VoiSession(ProbeSession):
         self.noise_cv = float(governor.noise_cv)
         self.untrained = len(curves) < 2
         prior = u_family(self.table) if self.untrained else list(curves)
-        self.shape_sigma = float(governor.shape_sigma) if governor.shape_sigma is not None else loo_misfit(prior)
+        fitted = (getattr(governor, "info_", None) or {}).get("shape_sigma")
+        self.shape_sigma = (float(governor.shape_sigma) if governor.shape_sigma is not None else
+                            float(fitted) if fitted is not None and not self.untrained else loo_misfit(prior))
         if not self.shape_sigma >= 0:
             raise GovernorError(f"voi: shape_sigma must be >= 0, got {governor.shape_sigma!r}")
         # hypotheses x levels: log energy and log time relative to each curve's baseline
@@ -265,8 +280,19 @@ class VoiSession(ProbeSession):
         c = np.asarray(self.objective.cost(energy, trel, max_power), float) * np.ones_like(energy)
         return np.where(trel <= self.objective.limit, c, np.inf) if mask else c
 
-    def _posterior(self, s_w, s_wd, s_wdd, log_kt):
-        """``(weights, mean energy, mean time)`` per level from the sums (any leading axes)."""
+    def _shrink(self, variance: float) -> float:
+        """How much of a reading's residual is the level's own deviation from the curve:
+        ``shape_sigma^2 / (shape_sigma^2 + read noise^2)`` (the reading's log-variance is their sum)."""
+        return self.shape_sigma ** 2 / variance
+
+    def _old_reads(self) -> list[tuple[int, Any, Any, float]]:
+        """The readings as ``(level index, log E, log T, shrink)`` for :meth:`_posterior`."""
+        return [(i, e, t, self._shrink(v)) for i, e, t, v in self.reads]
+
+    def _posterior(self, s_w, s_wd, s_wdd, log_kt, reads):
+        """``(weights, mean energy, mean time)`` per level from the sums (any leading axes). Under
+        each hypothesis a level's value is its curve times the job's scale, and at a level read, that
+        moved toward the reading by the shrink factor (the level's own deviation, module doc)."""
         np = self.np
         log_k = s_wd / s_w if s_w > 0 else np.zeros_like(s_wd)
         ll = -0.5 * (s_wdd - log_k * s_wd)
@@ -274,6 +300,13 @@ class VoiSession(ProbeSession):
         p /= p.sum(axis=-1, keepdims=True)
         energy = (p * np.exp(log_k)) @ np.exp(self.log_e)  # sum over hypotheses of p k e
         time = p @ np.exp(log_kt[:, None] + self.log_t)
+        for j, r_e, r_t, rho in reads:
+            if rho <= 0:
+                continue
+            pred_e = log_k + self.log_e[:, j]
+            energy[..., j] = (p * np.exp((1 - rho) * pred_e + rho * np.asarray(r_e)[..., None])).sum(axis=-1)
+            pred_t = log_kt + self.log_t[:, j]
+            time[..., j] = (p * np.exp((1 - rho) * pred_t + rho * np.asarray(r_t)[..., None])).sum(axis=-1)
         return p, energy, time
 
     @staticmethod
@@ -283,33 +316,47 @@ class VoiSession(ProbeSession):
         return np.where(np.isfinite(np.min(costs, axis=-1)), b, -1)
 
     def _gain(self, new: Sequence[int], b: int, s_w, s_wd, s_wdd, log_kt, p) -> float:
-        """Expected drop per unit of the held level's cost after reading the levels ``new`` (each
-        hypothesis the truth, its readings' noise by quadrature)."""
+        """Expected drop per unit of the held level's cost after reading the levels ``new``: each
+        hypothesis ``h`` the truth, each new reading its curve times the scale plus a deviation
+        (the level's own, shrunk, and the reading noise), by quadrature; the held level's cost and
+        the new choice's are taken under ``h`` with the deviations the readings revealed."""
         np = self.np
+        n = len(new)
         log_k = s_wd / s_w if s_w > 0 else np.zeros_like(s_wd)
-        truth_e = np.exp(log_k[:, None] + self.log_e)  # hypothesis x level, this job's scale
-        truth_t = np.exp(log_kt[:, None] + self.log_t)
-        true_cost = self._costs(truth_e, truth_t, mask=False)  # what each level costs if h is the truth
-        var = [self._variance(i, self.windows[i]) for i in new]
-        # readings (truth h, nodes q...) at each new level, and their residuals under each hypothesis g
-        sw, swd, swdd = s_w, np.broadcast_to(s_wd, (1,) * len(new) + s_wd.shape), \
-            np.broadcast_to(s_wdd, (1,) * len(new) + s_wdd.shape)
-        swd, swdd = swd[None], swdd[None]  # axes: truth h, nodes q1..qn, hypothesis g
-        for k, (i, v) in enumerate(zip(new, var, strict=True)):
-            shape = [1] * (len(new) + 2)
-            shape[0], shape[1 + k] = -1, len(GH_NODES)
-            reading = (log_k + self.log_e[:, i])[:, None] + math.sqrt(v) * np.array(GH_NODES)[None, :]
-            d = reading.reshape(shape) - self.log_e[:, i].reshape([1] * (len(new) + 1) + [-1])
+        nodes = np.array(GH_NODES)
+        # the truth under h: curve x scale, moved at the levels read (old readings), axes (h, q1..qn, level)
+        truth_e = (log_k[:, None] + self.log_e).reshape([-1] + [1] * n + [len(self.table)]).copy()
+        truth_t = (log_kt[:, None] + self.log_t).reshape([-1] + [1] * n + [len(self.table)]).copy()
+        for j, r_e, r_t, rho in self._old_reads():
+            truth_e[..., j] += rho * (r_e - (log_k + self.log_e[:, j])).reshape([-1] + [1] * n)
+            truth_t[..., j] += rho * (r_t - (log_kt + self.log_t[:, j])).reshape([-1] + [1] * n)
+        truth_e = truth_e + np.zeros([1] + [len(nodes)] * n + [1])
+        truth_t = truth_t + np.zeros([1] + [len(nodes)] * n + [1])
+        sw = s_w
+        swd = s_wd.reshape([1] * (n + 1) + [-1])
+        swdd = s_wdd.reshape([1] * (n + 1) + [-1])
+        reads = self._old_reads()
+        for k, i in enumerate(new):
+            v = self._variance(i, self.windows[i])
+            rho = self._shrink(v)
+            shape = [1] * (n + 1)
+            shape[1 + k] = len(nodes)
+            dev = (math.sqrt(v) * nodes).reshape(shape)  # (1, .., q_k, ..): the reading's log-residual under h
+            reading = (log_k + self.log_e[:, i]).reshape([-1] + [1] * n) + dev  # (h, q..)
+            truth_e[..., i] += rho * dev  # the part of it that is the level's own
+            d = reading[..., None] - self.log_e[:, i]  # (h, q.., g)
             sw, swd, swdd = sw + 1.0 / v, swd + d / v, swdd + d * d / v
-        _, energy, time = self._posterior(sw, swd, swdd, log_kt)
-        chosen = self._best(self._costs(energy, time), np)  # h, q1..qn
+            pred_t = (log_kt + self.log_t[:, i]).reshape([-1] + [1] * n)
+            reads = [*reads, (i, reading, pred_t, rho)]  # time: no reading noise modelled, its curve
+        _, energy, time = self._posterior(sw, swd, swdd, log_kt, reads)
+        chosen = self._best(self._costs(energy, time), np)  # (h, q..)
         chosen = np.where(chosen < 0, len(self.table) - 1, chosen)
         hold = len(self.table) - 1 if b < 0 else b
-        h_idx = np.arange(len(p)).reshape([-1] + [1] * len(new))
-        drop = true_cost[h_idx, hold] - true_cost[h_idx, chosen]
-        weights = p.reshape([-1] + [1] * len(new))
-        for k in range(len(new)):
-            shape = [1] * (len(new) + 1)
+        true_cost = self._costs(np.exp(truth_e), np.exp(truth_t), mask=False)  # (h, q.., level)
+        drop = true_cost[..., hold] - np.take_along_axis(true_cost, chosen[..., None], axis=-1)[..., 0]
+        weights = p.reshape([-1] + [1] * n)
+        for k in range(n):
+            shape = [1] * (n + 1)
             shape[1 + k] = len(GH_WEIGHTS)
             weights = weights * np.array(GH_WEIGHTS).reshape(shape)
         return float((weights * drop).sum())
@@ -320,7 +367,7 @@ class VoiSession(ProbeSession):
         """Choose the next probe (``_pending``) or stop and hold the best level."""
         np = self.np
         s_w, s_wd, s_wdd, log_kt = self._sums()
-        p, energy, time = self._posterior(s_w, s_wd, s_wdd, log_kt)
+        p, energy, time = self._posterior(s_w, s_wd, s_wdd, log_kt, self._old_reads())
         costs = self._costs(energy, time)
         b = int(self._best(costs, np))
         read = {r[0] for r in self.reads}
