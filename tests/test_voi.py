@@ -30,7 +30,7 @@ from dvfslab.governors import registry as G
 from dvfslab.governors.base import ProbeStep
 from dvfslab.governors.objective import LeastTime
 from dvfslab.governors.probemodel import ProbeModel
-from dvfslab.governors.voi import VoiGovernor, loo_misfit, u_family
+from dvfslab.governors.voi import VoiGovernor, loo_misfit, posterior_misfit, u_family
 
 CURVES = [{"level": [1.0, 2.0, 3.0], "energy_rel": [0.8, 0.9, 1.0], "time_rel": [1.5, 1.2, 1.0]},
           {"level": [1.0, 2.0, 3.0], "energy_rel": [1.2, 0.9, 1.0], "time_rel": [1.5, 1.2, 1.0]}]
@@ -120,6 +120,11 @@ def test_voi_fit_stores_normalised_curves_and_the_misfit():
     three = [CURVES[0], dict(CURVES[0]), CURVES[1]]
     assert loo_misfit(three) == pytest.approx(0.0, abs=1e-12)
     assert loo_misfit(three, ["a", "a", "b"]) == pytest.approx(0.405465 * (6 / 27) ** 0.5, rel=1e-5)
+    # the posterior's misfit: with one other curve (or two identical ones) the posterior mean is that curve,
+    # so the fixed point is the same 0.190139; with a twin in the same group it starts, and stays, at 0
+    assert posterior_misfit(CURVES) == pytest.approx(0.405465 * (6 / 27) ** 0.5, rel=1e-5)
+    assert posterior_misfit(three, ["a", "a", "b"]) == pytest.approx(0.405465 * (6 / 27) ** 0.5, rel=1e-5)
+    assert posterior_misfit(three) == 0.0
     assert len(u_family([1.0, 2.0])) == 60 and all(c["energy_rel"][-1] == pytest.approx(1.0) for c in u_family([1.0, 2.0]))
     assert G.governor_class("voi") is VoiGovernor
 

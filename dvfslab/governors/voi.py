@@ -32,11 +32,14 @@ A value-of-information rule (a one-step preposterior analysis over a discrete pr
   training workloads' median; never the job's true length), else ``job_units``.
 
 **Constants, fixed from the data's noise before any result** (none tuned on results):
-``shape_sigma`` defaults to the training curves' leave-one-out misfit — for each training curve,
-the RMS log-residual of the best-fitting *other* training curve after a fitted scale, the median
-over the curves; where the feature table names each workload's ``model`` and the training curves
-span two models or more, the best-fitting curve *of another model* (the replay's CV holds out
-models: the job is a model the prior has not seen); for the U-family, the same over the family.
+``shape_sigma`` defaults to the training curves' own misfit (:func:`posterior_misfit`): for each
+training curve, the RMS log-residual, after a fitted scale, of the posterior mean of the *other*
+curves once all its levels are read, the curves weighted by their likelihood with that misfit as
+the log-sd — the median over the curves, iterated to its fixed point from the best single curve's
+misfit (:func:`loo_misfit`, which as the least of many under-states it); where the feature table
+names each workload's ``model`` and the training curves span two models or more, only curves *of
+other models* count (the replay's CV holds out models: the job is a model the prior has not
+seen); for the U-family, the same over the family.
 At a level it has read, a hypothesis's value moves toward the reading by ``shape_sigma^2 /
 (shape_sigma^2 + read noise^2)`` (the share of the residual that is the level's own); the reading noise is the probe
 model's; the quadrature is Gauss-Hermite's 3 nodes (``0, ±sqrt(3)`` standard deviations, weights
@@ -127,6 +130,43 @@ def loo_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None) -> 
     return float(np.median(best)) if best else 0.0
 
 
+def posterior_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None, rounds: int = 10) -> float:
+    """The misfit a job meets once every level is read: for each curve, the RMS log-residual
+    (after a fitted scale) of the posterior mean of the *other* curves (of other groups, with
+    ``groups``), each weighted by its likelihood with that misfit as the per-level log-sd; the
+    median over the curves, iterated to its fixed point from :func:`loo_misfit` (``rounds`` at most).
+    The best single curve's misfit (:func:`loo_misfit`) is the smallest of many and under-states it."""
+    import numpy as np
+
+    sigma = loo_misfit(curves, groups)
+    if sigma <= 0:
+        return sigma
+    logs = [np.log(np.asarray(c["energy_rel"], float)) for c in curves]
+    pairs = []  # per curve: the other curves on its levels
+    for i, u in enumerate(curves):
+        others = [np.log(np.asarray(_interp(u["level"], v["level"], v["energy_rel"])))
+                  for j, v in enumerate(curves) if j != i and (groups is None or groups[j] != groups[i])]
+        pairs.append(np.array(others) if others else None)
+    for _ in range(int(rounds)):
+        rms = []
+        for lu, lv in zip(logs, pairs, strict=True):
+            if lv is None:
+                continue
+            d = lu[None, :] - lv
+            k = d.mean(axis=1, keepdims=True)
+            ss = ((d - k) ** 2).sum(axis=1)
+            w = np.exp(-(ss - ss.min()) / (2 * sigma * sigma))
+            w /= w.sum()
+            mean = np.log((w[:, None] * np.exp(lv + k)).sum(axis=0))
+            r = lu - mean
+            rms.append(float(np.sqrt(np.mean((r - r.mean()) ** 2))))
+        new = float(np.median(rms)) if rms else sigma
+        if abs(new - sigma) <= 1e-4 * sigma:
+            return new
+        sigma = new
+    return sigma
+
+
 class VoiGovernor(ProbingGovernor):
     """The value-of-information rule (module doc). ``job_units``: the job length planned with when
     the workload has no ``plan_job_units``; ``noise_cv``: a reading's noise when the probe has no
@@ -173,7 +213,7 @@ class VoiGovernor(ProbingGovernor):
             self.curves_ = curves
             by_model = len(set(groups)) >= 2  # a job is a new model in a grouped CV: misfit to other models
             self.info_ = {"prior": "training curves", "n_curves": len(curves),
-                          "shape_sigma": loo_misfit(curves, groups if by_model else None),
+                          "shape_sigma": posterior_misfit(curves, groups if by_model else None),
                           "shape_sigma_from": "leave-one-model-out" if by_model else "leave-one-curve-out"}
 
     def check_state(self) -> None:
@@ -225,7 +265,7 @@ class VoiSession(ProbeSession):
         prior = u_family(self.table) if self.untrained else list(curves)
         fitted = (getattr(governor, "info_", None) or {}).get("shape_sigma")
         self.shape_sigma = (float(governor.shape_sigma) if governor.shape_sigma is not None else
-                            float(fitted) if fitted is not None and not self.untrained else loo_misfit(prior))
+                            float(fitted) if fitted is not None and not self.untrained else posterior_misfit(prior))
         if not self.shape_sigma >= 0:
             raise GovernorError(f"voi: shape_sigma must be >= 0, got {governor.shape_sigma!r}")
         # hypotheses x levels: log energy and log time relative to each curve's baseline
