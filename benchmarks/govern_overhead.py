@@ -18,7 +18,7 @@ starts (calibration + baseline; the replay has no such windows, they are the sav
 and the wall time of each governed run. The clock is virtual: the figures do not depend on the
 machine's speed, the wall times do.
 
-    .venv/bin/python benchmarks/govern_overhead.py [--policies search,online,zeus-jit] [--steps 240]
+    .venv/bin/python benchmarks/govern_overhead.py [--policies search,online,zeus-sim] [--steps 240]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def overheads(policy: str, rows: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--policies", default="search,online,zeus-jit")
+    ap.add_argument("--policies", default="search,online,zeus-sim")
     ap.add_argument("--steps", type=int, default=240)
     a = ap.parse_args(argv)
     print(f"{'policy':9} {'level live/replay':>18} {'probes':>9} {'probe steps':>13} {'live J':>9} {'replay J':>9} "

@@ -1,6 +1,6 @@
 """How noisy is one measurement? The rep-to-rep spread of energy and time per unit, per dataset.
 
-A governor that probes levels while the job runs (issue 23: ``zeus-jit``, ``online``,
+A governor that probes levels while the job runs (issue 23: ``zeus-sim``, ``online``,
 ``search``) reads one noisy measurement per probe; replaying it on a dataset of means should
 add noise of the size the dataset's own repetitions show. For each ``DATASET`` (a directory of
 the contract) this prints:

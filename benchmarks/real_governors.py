@@ -11,7 +11,7 @@ being the measured run), every group of workloads held out in turn — leave-one
 
 * ``ffg`` and the learned ``mlg`` / ``curve`` (refitted without the held-out group; candidates of
   the recommendation, not printed);
-* the probing governors the registry holds among ``zeus`` (Zeus's live profiler), ``zeus-jit``
+* the probing governors the registry holds among ``zeus`` (Zeus's live profiler), ``zeus-sim``
   (the trace simulator's rule, when ``zeus`` is not there), ``online`` (when ``voi`` is not
   there), ``search``, ``voi`` — they measure the held-out job itself; their probes are charged;
 * ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold,
@@ -53,10 +53,10 @@ LEARNED = ("mlg", "curve")
 
 
 def probing_names() -> tuple[str, ...]:
-    """The probing governors reported: ``zeus`` (else ``zeus-jit``), ``online`` (when there is no
+    """The probing governors reported: ``zeus`` (else ``zeus-sim``), ``online`` (when there is no
     ``voi``), ``search``, ``voi`` — those the registry holds."""
     have = set(G.registry())
-    names = ["zeus" if "zeus" in have else "zeus-jit", "search", "voi" if "voi" in have else "online"]
+    names = ["zeus" if "zeus" in have else "zeus-sim", "search", "voi" if "voi" in have else "online"]
     return tuple(n for n in names if n in have)
 
 

@@ -101,12 +101,12 @@ def test_a_measuring_governor_ends_at_the_hand_optimum(job_board, tmp_path, poli
 
 def test_replay_prints_the_summary_again(job_board, tmp_path):
     log = tmp_path / "govern.jsonl"
-    rc, _, err = govern(job_board, "--policy", "zeus-jit", "--progress", "steps", "--log", log, steps=80)
+    rc, _, err = govern(job_board, "--policy", "zeus-sim", "--progress", "steps", "--log", log, steps=80)
     assert rc == 0, err
     again = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--replay", str(log)], capture_output=True,
                            text=True, timeout=60)
     assert again.returncode == 0
-    assert "zeus-jit: held 408" in again.stdout and "saving vs the default clock" in again.stdout
+    assert "zeus-sim: held 408" in again.stdout and "saving vs the default clock" in again.stdout
 
 
 # A recorded Hugging Face Trainer run's stderr (tqdm bar with carriage returns, an evaluation
@@ -335,12 +335,12 @@ def test_the_recommended_governor_runs_from_the_pipeline_folder(job_board, tmp_p
     ffg_level = json.loads((pipeline_run / "models" / "ffg.json").read_text())["state"]["level"]
     first_probe = next(w for w in windows if w["phase"] == "probe")
     assert first_probe["level"] == snap_mhz(ffg_level, LEVELS) == 1122  # started from the run's FFG level
-    (pipeline_run / "summary.json").write_text(json.dumps({"recommended": {"policy": "zeus-jit"}}))
+    (pipeline_run / "summary.json").write_text(json.dumps({"recommended": {"policy": "zeus-sim"}}))
     rc, _, err = govern(job_board, "--policy", "recommended", "--model", pipeline_run, "--progress", "steps",
                         "--log", log, steps=80)
     assert rc == 0, err
     _, s = read_log(log)
-    assert s["policy"] == "zeus-jit" and s["chosen_level"] == OPTIMUM
+    assert s["policy"] == "zeus-sim" and s["chosen_level"] == OPTIMUM
     env = {**os.environ, "DVFSLAB_SYSFS_IO": FAKE_JOB_IO}
     r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "recommended", "--progress", "steps",
                         "--sysfs-root", str(job_board.root), "--", "true"], env=env, capture_output=True, text=True,

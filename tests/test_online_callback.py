@@ -263,14 +263,14 @@ def test_zeus_jit_and_search_run_live_one_step_per_level():
     """Their probes are fractions of a unit (1/11 of one here); live a unit is a step, so each
     level they measure runs one whole step. E(f) = P(f) T(f) by hand: 306 -> 0.342611 J,
     408 -> 0.327639 J, 510 -> 0.330850 J, 714 -> 9.914776 x 0.0368067 = 0.364930 J,
-    816 -> 11.259136 x 0.0347059 = 0.390761 J: the least is 408 MHz. zeus-jit runs every level,
+    816 -> 11.259136 x 0.0347059 = 0.390761 J: the least is 408 MHz. zeus-sim runs every level,
     highest first; the search from the middle (816): 714 cheaper, walk down; jump 2 -> 510
     cheaper, jump 4 -> 306 dearer; bracket around 510: 408 cheaper; both its neighbours measured."""
     from dvfslab.governors.search import SearchGovernor
-    from dvfslab.governors.zeus_jit import ZeusJitGovernor
+    from dvfslab.governors.zeus_jit import ZeusSimGovernor
 
     backend = fake_backend()
-    cb = OnlineDvfsCallback(backend, ZeusJitGovernor(), sample_period_s=0.01)
+    cb = OnlineDvfsCallback(backend, ZeusSimGovernor(), sample_period_s=0.01)
     seen = fake_training(backend, cb, len(LEVELS) + 2)
     assert seen == LEVELS[::-1] + [408.0] * 2 and cb.profiler.decision().level == 408.0
     assert all(units == 1.0 for *_, units in cb.profiler.observed)  # a whole step each

@@ -1,4 +1,4 @@
-"""The governors that measure the job: zeus-jit (Zeus's JIT profiler), search (prior-guided local
+"""The governors that measure the job: zeus-sim (the Zeus simulator's JIT profiling charge), search (prior-guided local
 search), online on any knob and table; and the recommendation's grouping on a one-model dataset.
 
 Curves are written by hand per unit on the Orin's 11 levels (index 0 = 306 MHz ... 10 = 1300.5
@@ -26,7 +26,7 @@ from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import Objective
 from dvfslab.governors.online import OnlineGovernor
 from dvfslab.governors.search import SearchGovernor, local_search, not_unimodal
-from dvfslab.governors.zeus_jit import ZeusJitGovernor
+from dvfslab.governors.zeus_jit import ZeusSimGovernor
 
 
 class CurveProbe:
@@ -107,7 +107,7 @@ def test_search_budget_limit_and_prior():
     assert d.level == 918.0 and d.note == ""
     assert SearchGovernor(prior=None).fit(None).decide({}, CurveProbe(U)).level == 816.0  # from the middle
     with pytest.raises(GovernorError, match="must decide before the run"):
-        SearchGovernor(prior="zeus-jit").fit(None)
+        SearchGovernor(prior="zeus-sim").fit(None)
 
 
 def test_search_live_one_step_at_a_time():
@@ -122,7 +122,7 @@ def test_search_live_one_step_at_a_time():
 
 
 # --------------------------------------------------------------------------------------------
-# zeus-jit
+# zeus-sim
 # --------------------------------------------------------------------------------------------
 
 # data/external/zeus_nsdi23/summary_power_v100.csv lines 410, 412, 414: BERT-base on SQuAD, batch 24
@@ -148,7 +148,7 @@ def test_zeus_jit_charges_the_first_epoch_as_zeus_does(tmp_path):
     wl.to_csv(ds.path / "workloads.csv", index=False)
     sweep = F.sweep_from_dataset(load_dataset(ds.path))
     table = F.feature_table(sweep)
-    row = E.replay({"zeus-jit": ZeusJitGovernor().fit(None)}, sweep, table).iloc[0]
+    row = E.replay({"zeus-sim": ZeusSimGovernor().fit(None)}, sweep, table).iloc[0]
     assert row["level"] == 150.0 and row["profiling_steps"] == 3 and row["probe_units"] == pytest.approx(1.0)
     # the CSVs keep 6 significant digits (SOURCE.md): relative 1e-5
     assert row["job_energy_j"] == pytest.approx(1300070.545286, rel=1e-5)
@@ -160,10 +160,10 @@ def test_zeus_jit_charges_the_first_epoch_as_zeus_does(tmp_path):
 def test_zeus_jit_session_order_ties_and_live_steps():
     levels = [100.0, 125.0, 150.0]
     probe = CurveProbe([3.0, 2.0, 2.0], [3.0, 2.0, 1.0], levels)
-    d = ZeusJitGovernor().decide({}, probe)
+    d = ZeusSimGovernor().decide({}, probe)
     assert [lvl for lvl, _ in probe.asked] == [150.0, 125.0, 100.0]  # highest first, as Zeus profiles
     assert d.level == 150.0  # a tie goes to the higher level (Zeus's min keeps the first profiled)
-    session = ZeusJitGovernor(units=1.0).start({}, levels)
+    session = ZeusSimGovernor(units=1.0).start({}, levels)
     for f in (150.0, 125.0, 100.0):  # live: 1/3 unit per level, served by one whole step each
         assert session.next_level() == f
         session.observe(ProbeStep(f, 1.0, {150.0: 5.0, 125.0: 4.0, 100.0: 6.0}[f]))

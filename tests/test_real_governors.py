@@ -153,7 +153,7 @@ def test_the_benchmark_table_on_every_bundled_trace(gpu, n_limits, tmp_path):
     assert (out["n_failed"] == 0).all() and (out["n_workloads"] == with_job).all()
     assert out.loc["oracle", "gap_closed_pct"] == pytest.approx(100.0) and out.loc["ffg", "gap_closed_pct"] == 0.0
     # one epoch split over the limits, a slice shorter than Zeus's 50 iterations extended to them: >= 1 epoch
-    assert out.loc["zeus-jit", "profiling_steps"] == n_limits and out.loc["zeus-jit", "probe_units"] >= 1.0 - 1e-9
+    assert out.loc["zeus-sim", "profiling_steps"] == n_limits and out.loc["zeus-sim", "probe_units"] >= 1.0 - 1e-9
     # each level the search measures: at least its 1/L slice
     assert out.loc["search", "probe_units"] >= out.loc["search", "profiling_steps"] / n_limits - 1e-9
     assert set(info["chosen_per_fold"]) <= {"ffg", "mlg", "curve", *_benchmark().probing_names()}

@@ -192,11 +192,11 @@ def test_the_pipeline_prints_the_recommendation_and_why():
     line = recommendation_line({"recommended": {"policy": "ffg", "cv_regret_pct": 7.0, "ffg_cv_regret_pct": 7.0,
                                                 "reason": "no learned governor beats ffg"}})
     assert line == "recommended governor: ffg (leave-one-model-out CV regret 7.00 %, FFG 7.00 %): no learned governor beats ffg"
-    line = recommendation_line({"recommended": {"policy": "zeus-jit", "cv_regret_pct": 0.5, "ffg_cv_regret_pct": 5.25,
+    line = recommendation_line({"recommended": {"policy": "zeus-sim", "cv_regret_pct": 0.5, "ffg_cv_regret_pct": 5.25,
                                                 "grouping": "leave-one-block-out", "metric": "job_regret_pct",
-                                                "reason": "zeus-jit beats ffg"}})
-    assert line == ("recommended governor: zeus-jit (leave-one-block-out CV whole-job regret 0.50 %, FFG 5.25 %): "
-                    "zeus-jit beats ffg")
+                                                "reason": "zeus-sim beats ffg"}})
+    assert line == ("recommended governor: zeus-sim (leave-one-block-out CV whole-job regret 0.50 %, FFG 5.25 %): "
+                    "zeus-sim beats ffg")
 
 
 def test_the_pipeline_prints_whole_job_figures_when_the_run_has_them():
@@ -211,11 +211,11 @@ def test_the_pipeline_prints_whole_job_figures_when_the_run_has_them():
         "     online: saving  18.50 %  slowdown  60.25 %  regret   2.50 %  (26 profiling steps)"]
     job = {"governors": {"ffg": {**per_run["governors"]["ffg"], "job_saving_pct": 21.0, "job_slowdown_pct": 49.0,
                                  "job_regret_pct": 0.75, "probe_share_pct": 0.0},
-                         "zeus-jit": {"mean_saving_pct": 19.0, "mean_slowdown_pct": 70.0, "mean_regret_pct": 2.0,
+                         "zeus-sim": {"mean_saving_pct": 19.0, "mean_slowdown_pct": 70.0, "mean_regret_pct": 2.0,
                                       "job_saving_pct": 22.5, "job_slowdown_pct": 61.0, "job_regret_pct": 0.25,
                                       "probe_share_pct": 0.125}}}
-    assert governor_lines(job, ["ffg", "zeus-jit"]) == [
+    assert governor_lines(job, ["ffg", "zeus-sim"]) == [
         "governors over whole jobs (probing charged), mean over the evaluated workloads:",
         "        ffg: saving  21.00 %  slowdown  49.00 %  regret   0.75 %",
-        "   zeus-jit: saving  22.50 %  slowdown  61.00 %  regret   0.25 %  (probing 0.12 % of the job)"]
+        "   zeus-sim: saving  22.50 %  slowdown  61.00 %  regret   0.25 %  (probing 0.12 % of the job)"]
     assert governor_lines({}, ["ffg"]) == []

@@ -31,7 +31,7 @@ from dvfslab.governors.base import (
 )
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.static import FixedGovernor, OracleGovernor
-from dvfslab.governors.zeus_jit import ZeusJitGovernor
+from dvfslab.governors.zeus_jit import ZeusSimGovernor
 from dvfslab.pipeline import runner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,8 +69,8 @@ def test_every_registered_governor_states_its_tags_once_and_the_old_names_read_t
         assert (cls.probing, cls.needs_training, cls.command_line) == (
             cls.tags.probes, cls.tags.needs_training, cls.tags.not_on_command_line), name
     # by hand, from what each governor is: the paper's tree answers clocks and learns nothing;
-    # the oracle is a yardstick nobody can run; zeus-jit probes and needs no training
-    paper, oracle, zeus = R.governor_class("mlg-paper"), R.governor_class("oracle"), R.governor_class("zeus-jit")
+    # the oracle is a yardstick nobody can run; zeus-sim probes and needs no training
+    paper, oracle, zeus = R.governor_class("mlg-paper"), R.governor_class("oracle"), R.governor_class("zeus-sim")
     assert paper.tags == GovernorTags(needs_training=False, knobs=("gpu_freq_mhz",), saves=("util_split", "tree_"))
     assert not oracle.tags.recommendable and oracle.tags.not_on_command_line and not oracle.tags.saves
     assert zeus.tags.probes and not zeus.tags.needs_training and zeus.tags.saves == ("units",)
@@ -139,7 +139,7 @@ def test_every_governor_kind_refuses_the_answer_a_new_one_included():
             return Decision(workload["opt_level"])
 
     row = {"workload_id": "A/t", "opt_level": 510.0}
-    for gov in (Peeks(), ZeusJitGovernor().fit(None), OracleGovernor()):
+    for gov in (Peeks(), ZeusSimGovernor().fit(None), OracleGovernor()):
         with pytest.raises(GovernorError, match="opt_level"):
             gov.decide(row)
 

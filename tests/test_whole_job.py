@@ -25,7 +25,7 @@ from dvfslab.data.contract import write_dataset
 from dvfslab.evaluation import probes as P
 from dvfslab.evaluation import replay as E
 from dvfslab.governors import registry as G
-from dvfslab.governors.zeus_jit import ZeusJitGovernor
+from dvfslab.governors.zeus_jit import ZeusSimGovernor
 
 LEVELS = [510.0, 714.0, 1020.0]
 RUNS = {"A/t": {510.0: (100.0, 200.0), 714.0: (80.0, 150.0), 1020.0: (60.0, 180.0)},
@@ -67,7 +67,7 @@ def test_units_and_jobs(hand):
 def test_every_governor_is_charged_over_the_whole_job(hand):
     sweep, table = hand
     data = F.TrainingData(sweep, table, ["A/t", "B/t"])
-    govs = G.build(["maxn", "ffg", "oracle"], data) | {"zeus-jit": ZeusJitGovernor().fit(data)}
+    govs = G.build(["maxn", "ffg", "oracle"], data) | {"zeus-sim": ZeusSimGovernor().fit(data)}
     # idealised probes (instant, exact: a probe lasts what the governor asks): the charge by hand
     per = E.replay(govs, sweep, table, steps=P.idealised(StepSource.from_sweep(sweep))).set_index(["policy", "workload_id"])
     # FFG: mean E / E_b at 510 (200/180 + 120/200)/2 = 0.856, 714 (150/180 + 160/200)/2 = 0.817, 1020: 1 -> 714
@@ -82,30 +82,30 @@ def test_every_governor_is_charged_over_the_whole_job(hand):
     assert ffg_b["job_saving_pct"] == ffg_b["saving_pct"] == pytest.approx(20.0)
     assert per.loc[("maxn", "A/t"), "job_energy_j"] == pytest.approx(1800.0) and per.loc[("maxn", "A/t"), "job_saving_pct"] == 0
     assert per.loc[("oracle", "B/t"), "job_energy_j"] == 120.0 and (per["probe_units"].loc[["ffg", "oracle"]] == 0).all()
-    # zeus-jit on A: one unit split over 1020, 714, 510 (1/3 each): (1.8 + 1.5 + 2.0) / 3 = 1.766667 J and
+    # zeus-sim on A: one unit split over 1020, 714, 510 (1/3 each): (1.8 + 1.5 + 2.0) / 3 = 1.766667 J and
     # (0.6 + 0.8 + 1.0) / 3 = 0.8 s; least measured per unit 1.5 J -> 714; the rest: 10 x 150 J minus the first
     # unit at 714 (1.5 J): 1498.5 J -> 1500.266667 J; time 10 x 80 - 0.8 + 0.8 = 800 s
-    z = per.loc[("zeus-jit", "A/t")]
+    z = per.loc[("zeus-sim", "A/t")]
     assert z["level"] == 714.0 and z["profiling_steps"] == 3 and z["probe_units"] == pytest.approx(1.0)
     assert z["job_energy_j"] == pytest.approx(1500.2666667) and z["job_time_s"] == pytest.approx(800.0)
     assert z["job_regret_pct"] == pytest.approx(100 * 0.2666667 / 1800, rel=1e-6)  # 0.0148 %
     assert z["probe_share_pct"] == pytest.approx(0.1)  # 1 of 1000 units
     # ... and per run (100 units): 150 - 1.5 + 1.766667 = 150.266667 J, regret 0.266667 / 180 = 0.148 %
     assert z["energy_j"] == pytest.approx(150.2666667) and z["regret_pct"] == pytest.approx(100 * 0.2666667 / 180, rel=1e-6)
-    # zeus-jit on B (job = run): probes (2.0 + 1.6 + 1.2) / 3 = 1.6 J, picks 510, rest 120 - 1.2 = 118.8 J
-    zb = per.loc[("zeus-jit", "B/t")]
+    # zeus-sim on B (job = run): probes (2.0 + 1.6 + 1.2) / 3 = 1.6 J, picks 510, rest 120 - 1.2 = 118.8 J
+    zb = per.loc[("zeus-sim", "B/t")]
     assert zb["level"] == 510.0 and zb["job_energy_j"] == pytest.approx(120.4) and zb["probe_share_pct"] == pytest.approx(1.0)
     assert zb["job_regret_pct"] == pytest.approx(0.2)  # 0.4 / 200
     s = E.summary_dict(E.summarize(per.reset_index()))
-    assert s["zeus-jit"]["job_regret_pct"] == pytest.approx((100 * 0.2666667 / 1800 + 0.2) / 2, rel=1e-6)
-    assert s["zeus-jit"]["probe_share_pct"] == pytest.approx(0.55) and s["zeus-jit"]["probe_units"] == 1.0
+    assert s["zeus-sim"]["job_regret_pct"] == pytest.approx((100 * 0.2666667 / 1800 + 0.2) / 2, rel=1e-6)
+    assert s["zeus-sim"]["probe_share_pct"] == pytest.approx(0.55) and s["zeus-sim"]["probe_units"] == 1.0
     assert s["ffg"]["job_regret_pct"] == pytest.approx(10.0) and "probe_units" not in s["ffg"]
 
 
 def test_a_job_shorter_than_its_probes_ends_while_probing(hand):
     sweep, table = hand
-    gov = ZeusJitGovernor(units=200.0).fit(None)  # 200/3 units per level, a 100-unit job (B)
-    row = E.replay({"zeus-jit": gov}, sweep, table, ["B/t"], P.idealised(StepSource.from_sweep(sweep))).iloc[0]
+    gov = ZeusSimGovernor(units=200.0).fit(None)  # 200/3 units per level, a 100-unit job (B)
+    row = E.replay({"zeus-sim": gov}, sweep, table, ["B/t"], P.idealised(StepSource.from_sweep(sweep))).iloc[0]
     # 1020 for 66.667 units at 2.0 J = 133.333 J, then 714 for the job's last 33.333 units at 1.6 J = 53.333 J
     assert row["job_energy_j"] == pytest.approx(400 / 3 + 160 / 3)
     assert row["probe_units"] == pytest.approx(100.0) and row["probe_share_pct"] == pytest.approx(100.0)
@@ -138,7 +138,7 @@ def test_probe_noise_is_seeded_and_sized(tmp_path):
     # a replay with noise: the governor sees noisy readings, the charge is the true cost
     data = F.TrainingData(sweep, table, ["A/t", "B/t"])
     data = data.with_steps(P.idealised(data.steps()).with_noise(0.05, 7))  # instant probes, fixed 5 % noise
-    row = E.replay({"zeus-jit": ZeusJitGovernor().fit(None)}, sweep, table, ["B/t"], data.steps()).iloc[0]
+    row = E.replay({"zeus-sim": ZeusSimGovernor().fit(None)}, sweep, table, ["B/t"], data.steps()).iloc[0]
     per_unit = {f: 1.05 * e / 100 for f, (_, e) in RUNS["B/t"].items()}
     true_probes = sum(per_unit.values()) / 3
     assert row["job_energy_j"] == pytest.approx(true_probes + 100 * per_unit[row["level"]] - per_unit[row["level"]])

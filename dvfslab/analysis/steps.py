@@ -6,7 +6,7 @@ unit: an imported trace whose rows are one epoch each (the Zeus NSDI'23 traces).
 job** is ``job_steps`` of those units (workloads.csv, optional); without it the job is the
 measured run itself (:meth:`StepSource.job_units`).
 
-Governors that measure the workload while it runs (``online``, ``profiled``, ``zeus-jit``,
+Governors that measure the workload while it runs (``online``, ``profiled``, ``zeus-sim``,
 ``search``) probe the first units of a job. Replaying them over a sweep takes unit ``i`` of the
 run at the level the governor asked for it: a workload's runs share their data order (seeded
 loader), so step ``i`` processes the same batch at every level. :class:`StepSource` serves them:

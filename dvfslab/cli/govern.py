@@ -11,7 +11,7 @@ A governor that decides before the run (``maxn``, ``fixed``/``ffg``, ``mlg``, ``
 ``curve``) decides from the features given on the command line (or a Hugging Face
 ``config.json``); without a progress source the command then runs under
 :func:`dvfslab.cli.hardware.run_command` as before. A measuring governor (``online``, ``profiled``,
-``search``, ``zeus-jit`` and any later one) needs a progress source: the command's output,
+``search``, ``zeus-sim`` and any later one) needs a progress source: the command's output,
 a file or a Prometheus counter (:mod:`dvfslab.job.progress`); it probes the running command
 through :class:`dvfslab.job.live.LiveProbe` (its own ``decide``, the replay's code path) and
 holds its level. Any governor with a progress source is measured window by window and logged

@@ -14,16 +14,24 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="DIR", default=None, help="output folder (default: runs/<timestamp>/)")
     p.add_argument("--quick", action="store_true", help="smaller model-selection grid (CI, a first look)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the learned models (default 0)")
+    p.add_argument("--eta", type=float, default=None, metavar="ETA",
+                   help="the run's objective is Zeus's cost ETA x energy + (1 - ETA) x MAXPOWER x time (0 <= ETA <= 1; "
+                        "1: least energy, 0: least time); default: least energy, as the paper. Every governor, zeus "
+                        "included, optimises the run's objective")
+    p.add_argument("--max-slowdown", type=float, default=None, metavar="PCT",
+                   help="add a slowdown limit to the run's objective: at most PCT %% slower than the baseline")
     p.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from dvfslab.governors.objective import objective_from
     from dvfslab.governors.registry import names
     from dvfslab.pipeline.runner import output_line, run_pipeline
     from dvfslab.pipeline.summary import governor_lines, read_summary
 
-    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
+    objective = objective_from(args.eta, args.max_slowdown)
+    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html, objective=objective)
     summary = read_summary(out)
     for line in governor_lines(summary, names()):  # registry order
         print(line)

@@ -2,7 +2,7 @@
 clearly beaten.
 
 The candidates (every registered governor but FFG and the yardsticks, ``maxn`` and ``oracle``:
-the learned ones, the paper's tree and the probing ones, ``online``, ``profiled``, ``zeus-jit``,
+the learned ones, the paper's tree and the probing ones, ``online``, ``profiled``, ``zeus-sim``,
 ``search``; :func:`default_candidates`) and FFG are replayed under a grouped CV on the training
 workloads (:func:`dvfslab.evaluation.govcv.cv_replay`): leave-one-model-out (``lomo``: a model's
 tasks are held out together, so a governor is judged on models it has never seen), or, on a

@@ -12,7 +12,7 @@ For a workload ``w`` and a governor ``p`` (docs/method.md, "Evaluation definitio
   own ``n`` units and the job is the run, as the per-run figures are): the baseline runs all
   ``J`` at its level, ``J/n`` times its run's mean energy and time, the oracle all ``J`` at the
   workload's least-energy level, a governor that probes nothing all ``J`` at its level;
-* a probing governor (``online``, ``profiled``, ``zeus-jit``, ``search``) gets a probe that
+* a probing governor (``online``, ``profiled``, ``zeus-sim``, ``search``) gets a probe that
   reads the dataset's units (:class:`dvfslab.analysis.steps.StepProbe`) and returns what it
   probed, ``U`` units in all; they are **charged**: its probes run the job's first ``U`` units
   at the probed levels (their true cost, read again from the dataset without the probe's

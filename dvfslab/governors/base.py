@@ -13,7 +13,7 @@ scikit-learn's estimator contract without depending on scikit-learn:
   its features), or ``None``: leave the board's default (the baseline, MAXN).
 
 Governors that measure the job while it runs (:class:`ProbingGovernor`: ``online``,
-``profiled``, ``zeus-jit``, ``search``) receive a :class:`Probe` — run the job's next ``units``
+``profiled``, ``zeus-sim``, ``search``) receive a :class:`Probe` — run the job's next ``units``
 units (optimizer steps, or epochs / inferences in an imported trace; fractional allowed: Zeus's
 profiler gives each power limit ``1/L`` of one epoch) at a level, get ``(time_s, energy_j)`` —
 and return a :class:`Decision` that carries what they probed, which the replay charges over the

@@ -48,8 +48,10 @@ GOVERNORS: tuple[str, ...] = (
     "dvfslab.governors.curve:CurveGovernor",
     "dvfslab.governors.online:OnlineGovernor",
     "dvfslab.governors.profiled:ProfiledGovernor",
-    "dvfslab.governors.zeus_jit:ZeusJitGovernor",
+    "dvfslab.governors.zeus_jit:ZeusSimGovernor",
+    "dvfslab.governors.zeus:ZeusGovernor",
     "dvfslab.governors.search:SearchGovernor",
+    "dvfslab.governors.voi:VoiGovernor",
     "dvfslab.governors.static:OracleGovernor",
 )
 

@@ -1,5 +1,10 @@
-"""``zeus-jit``: Zeus's just-in-time profiler — the first unit split evenly over every level,
+"""``zeus-sim``: Zeus's trace simulator's charge — the first unit split evenly over every level,
 then the least measured energy for the rest of the job.
+
+This is *not* Zeus's live optimizer (that is ``zeus``, :mod:`dvfslab.governors.zeus`: a wait,
+10 warm-up + 40 profiled iterations per limit, Zeus's cost). It was registered as ``zeus-jit``
+before issue 28; the name says now what it is: the simulator's rule. The module keeps its name
+(``ZeusJitGovernor`` stays importable as an alias of :class:`ZeusSimGovernor`).
 
 Zeus (You, Chung and Chowdhury, NSDI 2023; github.com/ml-energy/zeus, Apache-2.0) profiles the
 power limits inside the job's first epoch. Its trace-driven simulator charges exactly this
@@ -10,9 +15,9 @@ the chosen limit. The choice (``_profile_power_limit``; live, ``GlobalPowerLimit
 ``zeus/optimizer/power_limit.py`` with the ``Energy`` selector) is the limit with the least
 measured cost, the limits profiled from the highest to the lowest and Python's ``min`` keeping
 the first of equal ones: a tie goes to the **higher** level. Zeus's default cost blends energy
-and time (``ZeusCost``, ``eta_knob``); this governor's objective is dvfslab's: least energy, or
-least energy among the levels whose measured time is within a slowdown limit of the highest
-level's (Zeus's ``MaxSlowdownConstraint`` compares with the highest limit's time likewise).
+and time (``ZeusCost``, ``eta_knob``); this governor's is its ``objective`` (least energy by
+default; any selector of :mod:`dvfslab.governors.objective`), the time taken relative to the
+highest level's (Zeus's ``MaxSlowdownConstraint`` compares with the highest limit's time likewise).
 
 Here a *unit* is the dataset's (:mod:`dvfslab.analysis.steps`): an epoch in the Zeus traces, so
 ``units=1`` is Zeus's rule exactly; an optimizer step in a dvfslab sweep, where one unit split
@@ -28,41 +33,37 @@ from typing import Any
 
 from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
-from dvfslab.governors.objective import LEAST_ENERGY, Objective
+from dvfslab.governors.objective import LEAST_ENERGY, Selector
 
 
-class ZeusJitGovernor(ProbingGovernor):
+class ZeusSimGovernor(ProbingGovernor):
     """The first ``units`` units of the job split evenly over every level (highest first), then the
-    least measured energy (ties: the higher level), within the objective's slowdown limit."""
+    objective's pick on what it measured (least energy by default; ties: the higher level)."""
 
-    name = "zeus-jit"
-    summary = "Zeus's JIT profiler: the first unit (epoch) split evenly over every level, then the least measured energy"
-    tags = GovernorTags(needs_training=False, probes=True, saves=("units",),
-                        not_on_command_line="zeus-jit probes every level during training and needs each step's "
-                                            "energy, which a plain command cannot report; add "
-                                            "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
-                                            "governor=ZeusJitGovernor()) to your Trainer's callbacks "
-                                            "(docs/governors.md)")
+    name = "zeus-sim"
+    summary = ("Zeus's trace simulator: the first unit (epoch) split evenly over every level, then the least "
+               "measured energy")
+    tags = GovernorTags(needs_training=False, probes=True, saves=("units",))
 
-    def __init__(self, units: float = 1.0, objective: Objective = LEAST_ENERGY):
+    def __init__(self, units: float = 1.0, objective: Selector = LEAST_ENERGY):
         self.units = units
         self.objective = objective
 
-    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ZeusJitSession:
-        return ZeusJitSession(self, levels)
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ZeusSimSession:
+        return ZeusSimSession(self, levels)
 
 
-class ZeusJitSession(ProbeSession):
+class ZeusSimSession(ProbeSession):
     """One job under Zeus's JIT profiler: each level, highest first, runs ``units / L`` units (live:
     until it has run at least that much, one step at a time), then the choice holds."""
 
-    def __init__(self, governor: ZeusJitGovernor, level_table: Sequence[float]):
+    def __init__(self, governor: ZeusSimGovernor, level_table: Sequence[float]):
         if not float(governor.units) > 0:
-            raise GovernorError(f"zeus-jit: units must be > 0, got {governor.units!r}")
+            raise GovernorError(f"zeus-sim: units must be > 0, got {governor.units!r}")
         self.objective = governor.objective
         self.schedule = sorted((float(f) for f in level_table), reverse=True)
         if not self.schedule:
-            raise GovernorError("zeus-jit: no level to probe")
+            raise GovernorError("zeus-sim: no level to probe")
         self.share = float(governor.units) / len(self.schedule)
         self.profiling_steps = len(self.schedule)
         self.observed: list[ProbeStep] = []
@@ -100,10 +101,14 @@ class ZeusJitSession(ProbeSession):
     def _choose(self) -> float | None:
         energy = [e / u for e, u in zip(self._energy, self._units, strict=True)]
         time = [t / u for t, u in zip(self._time, self._units, strict=True)]
-        top = time[0]  # the highest level, profiled first: the baseline's stand-in
-        ok = [(e, -f) for f, e, t in zip(self.schedule, energy, time, strict=True) if t / top <= self.objective.limit]
-        return -min(ok)[1] if ok else None
+        # the highest level, profiled first, is the baseline's stand-in; ties: the higher level
+        return self.objective.select_measured(self.schedule, energy, time, ties_high=True)
 
     @property
     def level(self) -> float | None:
         return self._level
+
+
+#: the name before issue 28 (``zeus-jit``): the same class
+ZeusJitGovernor = ZeusSimGovernor
+ZeusJitSession = ZeusSimSession

@@ -1,6 +1,6 @@
 """Which governor ``dvfslab govern`` runs: any in the registry, from a pipeline run's folder or none.
 
-* a governor that learns nothing (``maxn``, ``mlg-paper``, ``online``, ``zeus-jit``, ...) is
+* a governor that learns nothing (``maxn``, ``mlg-paper``, ``online``, ``zeus-sim``, ...) is
   built and fitted on nothing;
 * one that learns (``ffg``, ``mlg``, ``curve``, ``profiled``) is read from a saved file
   (``--model FILE``) or from ``RUN/models/<name>.json`` (``--model RUN/``, a ``dvfslab pipeline``

@@ -1,10 +1,12 @@
 """Run the notebook series 01 → 05 with papermill and collect its outputs.
 
 ``run_pipeline(data_dir, out_dir)`` executes each notebook in its own kernel, one after the
-other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``, and the
+other, with the parameters ``DATA_DIR``, ``OUTPUT_DIR``, ``SEED`` and ``QUICK``, the
 governor registry's lists to notebooks 04 and 05 (``GOVERNOR_NAMES``: every registered governor,
-plugins included; ``RECOMMEND_CANDIDATES``: the recommendable ones; :func:`registry_parameters`);
-each kernel is
+plugins included; ``RECOMMEND_CANDIDATES``: the recommendable ones; :func:`registry_parameters`)
+and their ``OBJECTIVE``: the run's objective, which every governor optimises
+(:func:`dvfslab.governors.objective.parse_objective`'s string; ``summary.json`` →
+``pipeline.objective``); each kernel is
 started, and imports what the notebooks import, while the notebook before it runs
 (:class:`dvfslab.pipeline.kernels.KernelPool`), and each notebook's HTML is rendered while the
 next one runs (``summary.json`` → ``pipeline.seconds``: each notebook's execution). The
@@ -59,6 +61,8 @@ REGISTRY_PARAMETERS: dict[str, tuple[str, ...]] = {
     "04_governor_evaluation": ("GOVERNOR_NAMES", "RECOMMEND_CANDIDATES"),
     "05_beyond_the_paper": ("GOVERNOR_NAMES",),
 }
+#: the notebooks that take the run's objective (``OBJECTIVE``)
+OBJECTIVE_NOTEBOOKS: tuple[str, ...] = ("04_governor_evaluation", "05_beyond_the_paper")
 KERNEL = "python3"
 KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)  # no start-up chatter
 
@@ -165,12 +169,16 @@ def missing_figures(out_dir: Path, notebooks: Sequence[str] = NOTEBOOKS) -> list
 
 def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
                  quick: bool = False, seed: int = 0, notebooks: Sequence[str] = NOTEBOOKS, html: bool = True,
-                 progress: bool = True, log: Callable[[str], None] = print, stream: TextIO | None = None) -> Path:
+                 progress: bool = True, log: Callable[[str], None] = print, stream: TextIO | None = None,
+                 objective: Any = None) -> Path:
     """Run the notebook series on a dataset; return the output folder (see the module doc).
 
     ``log`` gets the first line and the last ones (the recommendation, the caveats); with
     ``progress``, each notebook's bar or line goes to ``stream`` (default: standard error).
+    ``objective``: the run's objective (a :class:`~dvfslab.governors.objective.Selector` or its
+    string; None: the least energy), passed to notebooks 04 and 05.
     """
+    from dvfslab.governors.objective import parse_objective
     from dvfslab.pipeline.kernels import KernelPool  # jupyter_client: the notebooks extra
 
     data = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -182,6 +190,7 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     params = {"DATA_DIR": str(data.resolve()), "OUTPUT_DIR": str(out), "SEED": int(seed), "QUICK": bool(quick)}
+    selector = parse_objective(objective)  # fail fast on a wrong objective
     log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
     bars = Progress(stream or sys.stderr, len(notebooks)) if progress else None
     started, timings = time.perf_counter(), {}
@@ -194,7 +203,8 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
             t0 = time.perf_counter()
             km = kernels.take()
             try:
-                executed = execute(name, out, {**params, **registry_parameters(name)},
+                extra = {"OBJECTIVE": selector.spec} if name in OBJECTIVE_NOTEBOOKS else {}
+                executed = execute(name, out, {**params, **registry_parameters(name), **extra},
                                    bars.bar(i, name) if bars else False, km)
             except PipelineError:
                 if html and (out / f"{name}.ipynb").exists():
@@ -212,7 +222,8 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     missing = missing_figures(out, notebooks)
     if missing:
         raise PipelineError(f"{out}/figures: the notebooks did not write {', '.join(m + '.png' for m in missing)}")
-    summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "seconds": timings,
+    summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "objective": selector.describe(),
+                                                "seconds": timings,
                                                 "total_s": round(time.perf_counter() - started, 2)}})
     for line in (recommendation_line(summary), *caveat_lines(summary)):
         if line:

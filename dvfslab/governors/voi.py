@@ -1,0 +1,483 @@
+"""``voi``: probe a level only when what it is expected to save over the rest of the job beats what it costs.
+
+A value-of-information rule (a one-step preposterior analysis over a discrete prior):
+
+* **Prior** — the fold's training curves: ``fit`` stores each training workload's energy and time
+  per level divided by its own baseline's (``e_w(l) = E_w(l) / E_w,baseline``, ``t_w(l)`` alike),
+  each an equally likely hypothesis about this job's curve. Untrained (no data, or fewer than two
+  training workloads) the hypotheses are a U-shaped family instead (:func:`u_family`: power
+  ``s + (1 - s) x^g`` times time ``a + (1 - a) / x`` at ``x = level / highest``, ``a`` the share
+  of time that does not scale, ``s`` the static share of power): the only place voi assumes a
+  U-shape.
+* **Readings** — a probe of a level runs the probe model's window there (``model.window(level)``;
+  without a model one unit) and reads the energy and time per unit. A reading is the true mean
+  times log-normal noise of coefficient of variation ``model.sigma(units read)`` (without a model,
+  ``noise_cv``), and the true curve is a training curve up to a shape misfit of log-sd
+  ``shape_sigma``: a reading's log-variance is ``log(1 + cv^2) + shape_sigma^2``.
+* **Posterior** — each hypothesis ``w`` scaled by this job's unknown factor ``k_w`` (its
+  precision-weighted mean log-ratio of the readings to ``e_w``), weighted by the likelihood of
+  the log-residuals. The posterior mean curves (energy and time per unit) give each level's cost
+  under the ``objective`` (any :class:`~dvfslab.governors.objective.Selector`); the best level
+  ``b`` is the least.
+* **Probe rule** — for each level ``x`` not read yet: the expected gain of reading it is the
+  expected drop, under the posterior, of the cost of the level chosen after the reading (each
+  hypothesis as the truth, its reading noise integrated by 3-point Gauss-Hermite quadrature),
+  times the units left after the probe (``plan_job_units - units used - window(x)``); its
+  expected extra cost is ``window(x) * (C(x) - C(b))`` (the probe runs at ``x`` instead of the
+  level it would hold). voi probes the ``x`` with the largest gain minus cost when that is
+  positive and stops when none is; then it holds ``b``. Before any reading one reading alone
+  teaches nothing (the scale absorbs it), so the first decision looks at pairs: read ``b`` (at no
+  extra cost) and ``x``; voi starts (by reading ``b``) only when the best pair pays.
+* **Job length** — what it plans with is ``workload["plan_job_units"]`` (the replay sets the
+  training workloads' median; never the job's true length), else ``job_units``.
+
+**Constants, fixed from the data's noise before any result** (none tuned on results):
+``shape_sigma`` defaults to the training curves' own misfit (:func:`posterior_misfit`): for each
+training curve, the RMS log-residual, after a fitted scale, of the posterior mean of the *other*
+curves once all its levels are read, the curves weighted by their likelihood with that misfit as
+the log-sd — the median over the curves, iterated to its fixed point from the best single curve's
+misfit (:func:`loo_misfit`, which as the least of many under-states it); where the feature table
+names each workload's ``model`` and the training curves span two models or more, only curves *of
+other models* count (the replay's CV holds out models: the job is a model the prior has not
+seen); for the U-family, the same over the family.
+At a level it has read, a hypothesis's value moves toward the reading by ``shape_sigma^2 /
+(shape_sigma^2 + read noise^2)`` (the share of the residual that is the level's own); the reading noise is the probe
+model's; the quadrature is Gauss-Hermite's 3 nodes (``0, ±sqrt(3)`` standard deviations, weights
+2/3, 1/6, 1/6). ``max_probes`` (default: the number of levels) only bounds the loop.
+
+Works on any table (tested on 3 and 60 levels) and knob. numpy is imported when a session starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dvfslab.core.errors import SweepError
+from dvfslab.data.knobs import DEFAULT_KNOB
+from dvfslab.governors.base import (
+    Decision,
+    GovernorTags,
+    Probe,
+    ProbeSession,
+    ProbeStep,
+    ProbingGovernor,
+    probe_model,
+)
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.objective import LEAST_ENERGY, Selector
+from dvfslab.governors.zeus import POWER_KNOB, run_session
+
+if TYPE_CHECKING:
+    from dvfslab.analysis.training import TrainingData
+    from dvfslab.governors.probemodel import ProbeModel
+
+#: the U-family's grid (untrained prior): share of time that does not scale with the level,
+#: static share of power, exponent of the dynamic power in the level
+U_TIME_FIXED = (0.0, 0.2, 0.4, 0.6, 0.8)
+U_STATIC = (0.1, 0.3, 0.5, 0.7)
+U_EXPONENT = (1.0, 2.0, 3.0)
+#: 3-point Gauss-Hermite quadrature of a standard normal: nodes and weights
+GH_NODES = (-math.sqrt(3.0), 0.0, math.sqrt(3.0))
+GH_WEIGHTS = (1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0)
+#: a numerical floor on a reading's log-variance (noise-free data and identical curves)
+VAR_FLOOR = 1e-12
+
+Curve = dict[str, list[float]]  # {"level", "energy_rel", "time_rel"}
+
+
+def u_family(levels: Sequence[float]) -> list[Curve]:
+    """The untrained prior's curves on ``levels`` (module doc), normalised to 1 at the highest."""
+    top = max(float(f) for f in levels)
+    out = []
+    for a in U_TIME_FIXED:
+        for s in U_STATIC:
+            for g in U_EXPONENT:
+                xs = [float(f) / top for f in levels]
+                t = [a + (1 - a) / x for x in xs]
+                out.append({"level": [float(f) for f in levels], "time_rel": t,
+                            "energy_rel": [(s + (1 - s) * x ** g) * ti for x, ti in zip(xs, t, strict=True)]})
+    return out
+
+
+def _interp(x: Sequence[float], xs: Sequence[float], ys: Sequence[float]) -> list[float]:
+    """``ys`` (positive) at ``x``: linear in the log between the levels, the ends held."""
+    import numpy as np
+
+    order = np.argsort(np.asarray(xs, float))
+    return list(np.exp(np.interp(np.asarray(x, float), np.asarray(xs, float)[order],
+                                 np.log(np.asarray(ys, float))[order])))
+
+
+def loo_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None) -> float:
+    """The median over ``curves`` of the RMS log-residual of the best-fitting other curve after a
+    fitted scale (module doc: ``shape_sigma``'s default); with ``groups`` (one per curve: its
+    model), the best-fitting curve of *another group*. 0 for fewer than two curves."""
+    import numpy as np
+
+    if len(curves) < 2:
+        return 0.0
+    best = []
+    for i, u in enumerate(curves):
+        lu = np.log(np.asarray(u["energy_rel"], float))
+        fits = []
+        for j, v in enumerate(curves):
+            if j != i and (groups is None or groups[j] != groups[i]):
+                d = lu - np.log(np.asarray(_interp(u["level"], v["level"], v["energy_rel"])))
+                fits.append(float(np.sqrt(np.mean((d - d.mean()) ** 2))))
+        if fits:
+            best.append(min(fits))
+    return float(np.median(best)) if best else 0.0
+
+
+def posterior_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None, rounds: int = 10) -> float:
+    """The misfit a job meets once every level is read: for each curve, the RMS log-residual
+    (after a fitted scale) of the posterior mean of the *other* curves (of other groups, with
+    ``groups``), each weighted by its likelihood with that misfit as the per-level log-sd; the
+    median over the curves, iterated to its fixed point from :func:`loo_misfit` (``rounds`` at most).
+    The best single curve's misfit (:func:`loo_misfit`) is the smallest of many and under-states it."""
+    import numpy as np
+
+    sigma = loo_misfit(curves, groups)
+    if sigma <= 0:
+        return sigma
+    logs = [np.log(np.asarray(c["energy_rel"], float)) for c in curves]
+    pairs = []  # per curve: the other curves on its levels
+    for i, u in enumerate(curves):
+        others = [np.log(np.asarray(_interp(u["level"], v["level"], v["energy_rel"])))
+                  for j, v in enumerate(curves) if j != i and (groups is None or groups[j] != groups[i])]
+        pairs.append(np.array(others) if others else None)
+    for _ in range(int(rounds)):
+        rms = []
+        for lu, lv in zip(logs, pairs, strict=True):
+            if lv is None:
+                continue
+            d = lu[None, :] - lv
+            k = d.mean(axis=1, keepdims=True)
+            ss = ((d - k) ** 2).sum(axis=1)
+            w = np.exp(-(ss - ss.min()) / (2 * sigma * sigma))
+            w /= w.sum()
+            mean = np.log((w[:, None] * np.exp(lv + k)).sum(axis=0))
+            r = lu - mean
+            rms.append(float(np.sqrt(np.mean((r - r.mean()) ** 2))))
+        new = float(np.median(rms)) if rms else sigma
+        if abs(new - sigma) <= 1e-4 * sigma:
+            return new
+        sigma = new
+    return sigma
+
+
+class VoiGovernor(ProbingGovernor):
+    """The value-of-information rule (module doc). ``job_units``: the job length planned with when
+    the workload has no ``plan_job_units``; ``noise_cv``: a reading's noise when the probe has no
+    model; ``shape_sigma``: None, the training curves' leave-one-out misfit; ``max_probes``: None,
+    the number of levels."""
+
+    name = "voi"
+    summary = ("value of information: the training curves as a prior, probe a level only while its expected gain over "
+               "the rest of the job beats its cost, then hold the best posterior level")
+    tags = GovernorTags(needs_training=True, probes=True,
+                        saves=("job_units", "noise_cv", "shape_sigma", "max_probes", "curves_", "info_"))
+
+    def __init__(self, job_units: float = 1000.0, noise_cv: float = 0.0, shape_sigma: float | None = None,
+                 max_probes: int | None = None, objective: Selector = LEAST_ENERGY):
+        self.job_units = job_units
+        self.noise_cv = noise_cv
+        self.shape_sigma = shape_sigma
+        self.max_probes = max_probes
+        self.objective = objective
+
+    def _fit(self, data: TrainingData | None) -> None:
+        curves: list[Curve] = []
+        groups: list[Any] = []
+        if data is not None:
+            sweep = data.sweep
+            model_of = (dict(zip(data.features["workload_id"], data.features["model"], strict=True))
+                        if "model" in data.features else {})
+            for w in data.train_ids:
+                try:
+                    levels, energy, time = sweep.curve(w)
+                    e_b, t_b = sweep.baseline_of(w)
+                except SweepError:  # a workload without level runs or a baseline teaches nothing here
+                    continue
+                curves.append({"level": [float(f) for f in levels], "energy_rel": [float(e) / e_b for e in energy],
+                               "time_rel": [float(t) / t_b for t in time]})
+                groups.append(model_of.get(w, w))
+        if len(curves) < 2:
+            self.curves_ = []
+            self.info_ = {"prior": "u-shape", "n_curves": 0, "shape_sigma": None,
+                          "why": "untrained: fewer than two training curves"}
+        else:
+            self.curves_ = curves
+            by_model = len(set(groups)) >= 2  # a job is a new model in a grouped CV: misfit to other models
+            self.info_ = {"prior": "training curves", "n_curves": len(curves),
+                          "shape_sigma": posterior_misfit(curves, groups if by_model else None),
+                          "shape_sigma_from": "leave-one-model-out" if by_model else "leave-one-curve-out"}
+
+    def check_state(self) -> None:
+        for c in self._fitted("curves_"):
+            if not (isinstance(c, Mapping) and len(c.get("level", ())) == len(c.get("energy_rel", ()))
+                    == len(c.get("time_rel", ())) > 0):
+                raise GovernorError("voi: each prior curve needs level, energy_rel and time_rel of one length")
+
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float], model: ProbeModel | None = None
+              ) -> VoiSession:
+        """A session on a job that can run ``levels``; ``model``: the probe model (None: one-unit
+        windows read with ``noise_cv``)."""
+        curves = getattr(self, "curves_", None)
+        if curves is None:  # never fitted: the untrained prior
+            curves = []
+        return VoiSession(self, levels, workload, model, curves, getattr(self, "knob_", DEFAULT_KNOB))
+
+    def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
+        if probe is None:
+            return super().decide(workload, probe)  # the error: the level is chosen during the run
+        return run_session(self.start(workload, probe.levels, probe_model(probe)), probe)
+
+
+class VoiSession(ProbeSession):
+    """One job under voi (module doc): ``next_probe`` names the level and its window, ``observe``
+    takes the steps run (whole windows in a replay, pieces live), and the rule plans again after
+    each completed reading."""
+
+    def __init__(self, governor: VoiGovernor, table: Sequence[float], workload: Mapping[str, Any],
+                 model: ProbeModel | None, curves: Sequence[Curve], knob: str):
+        import numpy as np
+
+        self.np = np
+        self.table = sorted({float(f) for f in table})
+        if not self.table:
+            raise GovernorError("voi: no level to probe")
+        self.objective = governor.objective
+        self.model = model
+        self.knob = knob
+        plan = workload.get("plan_job_units")
+        plan = governor.job_units if plan is None or (isinstance(plan, float) and math.isnan(plan)) else plan
+        if not (isinstance(plan, int | float) and float(plan) > 0):
+            raise GovernorError(f"voi: the job length planned with must be > 0 units, got {plan!r}")
+        self.plan_units = float(plan)
+        if not float(governor.noise_cv) >= 0:
+            raise GovernorError(f"voi: noise_cv must be >= 0, got {governor.noise_cv!r}")
+        self.noise_cv = float(governor.noise_cv)
+        self.untrained = len(curves) < 2
+        prior = u_family(self.table) if self.untrained else list(curves)
+        fitted = (getattr(governor, "info_", None) or {}).get("shape_sigma")
+        self.shape_sigma = (float(governor.shape_sigma) if governor.shape_sigma is not None else
+                            float(fitted) if fitted is not None and not self.untrained else posterior_misfit(prior))
+        if not self.shape_sigma >= 0:
+            raise GovernorError(f"voi: shape_sigma must be >= 0, got {governor.shape_sigma!r}")
+        # hypotheses x levels: log energy and log time relative to each curve's baseline
+        self.log_e = np.log(np.array([_interp(self.table, c["level"], c["energy_rel"]) for c in prior]))
+        self.log_t = np.log(np.array([_interp(self.table, c["level"], c["time_rel"]) for c in prior]))
+        self.windows = np.array([float(model.window(f)) if model is not None else 1.0 for f in self.table])
+        n = len(self.table)
+        self.budget = int(governor.max_probes) if governor.max_probes is not None else n
+        if self.budget < 0:
+            raise GovernorError(f"voi: max_probes must be >= 0, got {governor.max_probes!r}")
+        self.reads: list[tuple[int, float, float, float]] = []  # (level index, log E/unit, log T/unit, variance)
+        self.used = 0.0
+        self.observed: list[ProbeStep] = []
+        self.profiling_steps = 0
+        self._acc = [0.0, 0.0, 0.0]
+        self._pending: int | None = None
+        self._level: float | None = None
+        self._note = ""
+        self._plan()
+
+    # ---- the posterior ---------------------------------------------------------------------
+
+    def _variance(self, i: int, units: float) -> float:
+        """A reading's log-variance: the noise of ``units`` units at level ``i`` plus the shape misfit."""
+        read = self.model.read_fraction if self.model is not None else 1.0
+        cv = self.model.sigma(units * read) if self.model is not None else self.noise_cv
+        return max(math.log1p(cv * cv) + self.shape_sigma ** 2, VAR_FLOOR)
+
+    def _sums(self):
+        """Precision-weighted sums of the log-residuals per hypothesis: ``(S_w, S_wd, S_wdd)`` and the time scale."""
+        np = self.np
+        h = self.log_e.shape[0]
+        if not self.reads:
+            return 0.0, np.zeros(h), np.zeros(h), np.zeros(h)
+        idx = np.array([r[0] for r in self.reads])
+        w = 1.0 / np.array([r[3] for r in self.reads])
+        d = np.array([r[1] for r in self.reads])[None, :] - self.log_e[:, idx]
+        log_kt = (np.array([r[2] for r in self.reads])[None, :] - self.log_t[:, idx]).mean(axis=1)
+        return float(w.sum()), (w * d).sum(axis=1), (w * d * d).sum(axis=1), log_kt
+
+    def _costs(self, energy, time, mask: bool = True):
+        """The objective's cost per level of curves ``energy``/``time`` (..., levels): time relative to
+        the highest level's; MAXPOWER the highest level on a power-limit knob once the scale is known
+        (a reading), else the highest average power; ``inf`` beyond the slowdown limit (``mask``)."""
+        np = self.np
+        t_top = time[..., -1:]
+        trel = time / t_top
+        if self.knob == POWER_KNOB and self.reads:
+            max_power = self.table[-1] * t_top
+        else:
+            max_power = (energy / trel).max(axis=-1, keepdims=True)
+        c = np.asarray(self.objective.cost(energy, trel, max_power), float) * np.ones_like(energy)
+        return np.where(trel <= self.objective.limit, c, np.inf) if mask else c
+
+    def _shrink(self, variance: float) -> float:
+        """How much of a reading's residual is the level's own deviation from the curve:
+        ``shape_sigma^2 / (shape_sigma^2 + read noise^2)`` (the reading's log-variance is their sum)."""
+        return self.shape_sigma ** 2 / variance
+
+    def _old_reads(self) -> list[tuple[int, Any, Any, float]]:
+        """The readings as ``(level index, log E, log T, shrink)`` for :meth:`_posterior`."""
+        return [(i, e, t, self._shrink(v)) for i, e, t, v in self.reads]
+
+    def _posterior(self, s_w, s_wd, s_wdd, log_kt, reads):
+        """``(weights, mean energy, mean time)`` per level from the sums (any leading axes). Under
+        each hypothesis a level's value is its curve times the job's scale, and at a level read, that
+        moved toward the reading by the shrink factor (the level's own deviation, module doc)."""
+        np = self.np
+        log_k = s_wd / s_w if s_w > 0 else np.zeros_like(s_wd)
+        ll = -0.5 * (s_wdd - log_k * s_wd)
+        p = np.exp(ll - ll.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        energy = (p * np.exp(log_k)) @ np.exp(self.log_e)  # sum over hypotheses of p k e
+        time = p @ np.exp(log_kt[:, None] + self.log_t)
+        for j, r_e, r_t, rho in reads:
+            if rho <= 0:
+                continue
+            pred_e = log_k + self.log_e[:, j]
+            energy[..., j] = (p * np.exp((1 - rho) * pred_e + rho * np.asarray(r_e)[..., None])).sum(axis=-1)
+            pred_t = log_kt + self.log_t[:, j]
+            time[..., j] = (p * np.exp((1 - rho) * pred_t + rho * np.asarray(r_t)[..., None])).sum(axis=-1)
+        return p, energy, time
+
+    @staticmethod
+    def _best(costs, np):
+        """The least cost's index per row (ties: the lower level); -1 (the baseline) where all are inf."""
+        b = np.argmin(costs, axis=-1)
+        return np.where(np.isfinite(np.min(costs, axis=-1)), b, -1)
+
+    def _gain(self, new: Sequence[int], b: int, s_w, s_wd, s_wdd, log_kt, p) -> float:
+        """Expected drop per unit of the held level's cost after reading the levels ``new``: each
+        hypothesis ``h`` the truth, each new reading its curve times the scale plus a deviation
+        (the level's own, shrunk, and the reading noise), by quadrature; the held level's cost and
+        the new choice's are taken under ``h`` with the deviations the readings revealed."""
+        np = self.np
+        n = len(new)
+        log_k = s_wd / s_w if s_w > 0 else np.zeros_like(s_wd)
+        nodes = np.array(GH_NODES)
+        # the truth under h: curve x scale, moved at the levels read (old readings), axes (h, q1..qn, level)
+        truth_e = (log_k[:, None] + self.log_e).reshape([-1] + [1] * n + [len(self.table)]).copy()
+        truth_t = (log_kt[:, None] + self.log_t).reshape([-1] + [1] * n + [len(self.table)]).copy()
+        for j, r_e, r_t, rho in self._old_reads():
+            truth_e[..., j] += rho * (r_e - (log_k + self.log_e[:, j])).reshape([-1] + [1] * n)
+            truth_t[..., j] += rho * (r_t - (log_kt + self.log_t[:, j])).reshape([-1] + [1] * n)
+        truth_e = truth_e + np.zeros([1] + [len(nodes)] * n + [1])
+        truth_t = truth_t + np.zeros([1] + [len(nodes)] * n + [1])
+        sw = s_w
+        swd = s_wd.reshape([1] * (n + 1) + [-1])
+        swdd = s_wdd.reshape([1] * (n + 1) + [-1])
+        reads = self._old_reads()
+        for k, i in enumerate(new):
+            v = self._variance(i, self.windows[i])
+            rho = self._shrink(v)
+            shape = [1] * (n + 1)
+            shape[1 + k] = len(nodes)
+            dev = (math.sqrt(v) * nodes).reshape(shape)  # (1, .., q_k, ..): the reading's log-residual under h
+            reading = (log_k + self.log_e[:, i]).reshape([-1] + [1] * n) + dev  # (h, q..)
+            truth_e[..., i] += rho * dev  # the part of it that is the level's own
+            d = reading[..., None] - self.log_e[:, i]  # (h, q.., g)
+            sw, swd, swdd = sw + 1.0 / v, swd + d / v, swdd + d * d / v
+            pred_t = (log_kt + self.log_t[:, i]).reshape([-1] + [1] * n)
+            reads = [*reads, (i, reading, pred_t, rho)]  # time: no reading noise modelled, its curve
+        _, energy, time = self._posterior(sw, swd, swdd, log_kt, reads)
+        chosen = self._best(self._costs(energy, time), np)  # (h, q..)
+        chosen = np.where(chosen < 0, len(self.table) - 1, chosen)
+        hold = len(self.table) - 1 if b < 0 else b
+        true_cost = self._costs(np.exp(truth_e), np.exp(truth_t), mask=False)  # (h, q.., level)
+        drop = true_cost[..., hold] - np.take_along_axis(true_cost, chosen[..., None], axis=-1)[..., 0]
+        weights = p.reshape([-1] + [1] * n)
+        for k in range(n):
+            shape = [1] * (n + 1)
+            shape[1 + k] = len(GH_WEIGHTS)
+            weights = weights * np.array(GH_WEIGHTS).reshape(shape)
+        return float((weights * drop).sum())
+
+    # ---- the rule ----------------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        """Choose the next probe (``_pending``) or stop and hold the best level."""
+        np = self.np
+        s_w, s_wd, s_wdd, log_kt = self._sums()
+        p, energy, time = self._posterior(s_w, s_wd, s_wdd, log_kt, self._old_reads())
+        costs = self._costs(energy, time)
+        b = int(self._best(costs, np))
+        read = {r[0] for r in self.reads}
+        left = self.plan_units - self.used
+        best_net, best_x = 0.0, None
+        if b >= 0 and len(self.reads) < self.budget:
+            cb = costs[b]
+            for x in range(len(self.table)):
+                if x in read or not np.isfinite(costs[x]):
+                    continue
+                if self.reads:
+                    new, spent = [x], self.windows[x]
+                elif x != b:  # nothing read yet: a reading pays only beside another (read b first, free)
+                    new, spent = [b, x], self.windows[b] + self.windows[x]
+                else:
+                    continue
+                after = left - spent
+                if after <= 0:
+                    continue
+                extra = self.windows[x] * (costs[x] - cb)
+                net = after * self._gain(new, b, s_w, s_wd, s_wdd, log_kt, p) - extra
+                if net > best_net:
+                    best_net, best_x = net, (x if self.reads else b)
+        if best_x is not None:
+            self._pending = best_x
+            return
+        self._pending = None
+        self._level = None if b < 0 else self.table[b]
+        prior = "a U-shaped prior (untrained)" if self.untrained else f"{self.log_e.shape[0]} training curves"
+        stop = ("probe budget reached" if len(self.reads) >= self.budget and b >= 0 else
+                f"no probe's expected gain over the {max(left, 0.0):g} units left beats its cost")
+        self._note = f"voi: {len(self.reads)} levels read, {stop}; prior: {prior}"
+
+    # ---- the session protocol ------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self._pending is None
+
+    def next_level(self) -> float | None:
+        return self._level if self.done else self.table[self._pending]
+
+    def next_probe(self) -> tuple[float | None, float]:
+        if self.done:
+            return self._level, 1.0
+        return self.table[self._pending], float(self.windows[self._pending]) - self._acc[0]
+
+    def observe(self, step: ProbeStep) -> None:
+        if self.done:
+            return
+        self.observed.append(step)
+        self.profiling_steps = len(self.observed)
+        acc = self._acc
+        acc[0] += float(step.units)
+        acc[1] += float(step.energy_j)
+        acc[2] += float(step.time_s)
+        if acc[0] < float(self.windows[self._pending]) - 1e-9:
+            return
+        i, (units, energy, time) = self._pending, acc
+        if not (energy > 0 and time > 0):
+            raise GovernorError(f"voi: a reading of level {self.table[i]:g} must have energy and time > 0, got "
+                                f"{energy!r} J over {time!r} s")
+        self.reads.append((i, math.log(energy / units), math.log(time / units), self._variance(i, units)))
+        self.used += units
+        self._acc = [0.0, 0.0, 0.0]
+        self._plan()
+
+    @property
+    def note(self) -> str:
+        return self._note
+
+    @property
+    def level(self) -> float | None:
+        return self._level
