@@ -99,6 +99,20 @@ def test_a_measuring_governor_ends_at_the_hand_optimum(job_board, tmp_path, poli
     assert limits(job_board) == ORIGINAL and "clocks restored" in err
 
 
+@pytest.mark.parametrize("policy, extra, steps", [("voi", (), 200), ("zeus", ("--eta", "1"), 800)])
+def test_voi_and_zeus_end_at_the_hand_optimum(job_board, tmp_path, policy, extra, steps):
+    """voi from its untrained prior (no pipeline folder: U-shaped curves only) and Zeus's live
+    optimizer (every level from the top down; eta = 1: energy alone, so the hand optimum is its
+    pick) end at 408 MHz; every level they read, they read as by hand."""
+    log = tmp_path / "govern.jsonl"
+    rc, _, err = govern(job_board, "--policy", policy, *extra, "--progress", "steps", "--log", log, steps=steps)
+    assert rc == 0, err
+    windows, s = read_log(log)
+    assert s["chosen_level"] == OPTIMUM and s["probes"] >= 2
+    assert OPTIMUM in check_energies(windows)
+    assert limits(job_board) == ORIGINAL and "clocks restored" in err
+
+
 def test_replay_prints_the_summary_again(job_board, tmp_path):
     log = tmp_path / "govern.jsonl"
     rc, _, err = govern(job_board, "--policy", "zeus-sim", "--progress", "steps", "--log", log, steps=80)

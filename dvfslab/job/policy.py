@@ -9,13 +9,15 @@
   (``RUN/models/ffg.json``), with no folder the middle of the table (the U-shape alone);
 * ``--policy recommended --model RUN/`` reads ``RUN/summary.json``'s ``recommended.policy``.
 
-The objective is built from ``--max-slowdown`` and ``--eta``: a Zeus-style cost (``eta``) is
-passed when :class:`~dvfslab.governors.objective.Objective` takes one, else refused in one line.
+* ``voi`` with no saved file starts from its untrained prior (a family of U-shaped curves);
+
+The objective is built from ``--max-slowdown`` and ``--eta``: the least energy, or Zeus's cost
+``eta x energy + (1 - eta) x max power x time`` (:class:`~dvfslab.governors.objective.ZeusCost`),
+either within the slowdown limit when one is given — the selectors the pipeline uses.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from pathlib import Path
@@ -25,23 +27,21 @@ from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
 from dvfslab.governors.base import Governor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.files import load_governor
-from dvfslab.governors.objective import Objective
+from dvfslab.governors.objective import Objective, Selector, ZeusCost
 from dvfslab.governors.registry import governor_class, make
 
 RECOMMENDED = "recommended"
+#: learned governors that also run with nothing learned: search (its prior: mid-table), voi (its
+#: prior: a family of U-shaped curves)
+UNTRAINED_OK = ("search", "voi")
 
 
-def objective(max_slowdown_pct: float | None = None, eta: float | None = None, time_model=None) -> Objective | None:
+def objective(max_slowdown_pct: float | None = None, eta: float | None = None, time_model=None) -> Selector | None:
     """The objective the options ask for (None: the governor's own default)."""
     if eta is None and max_slowdown_pct is None and time_model is None:
         return None
     kw: dict[str, Any] = {"max_slowdown_pct": max_slowdown_pct, "time_model": time_model}
-    if eta is not None:
-        if "eta" not in inspect.signature(Objective).parameters:
-            raise GovernorError("--eta (Zeus's cost: eta x energy + (1 - eta) x max power x time) comes with the "
-                                "Zeus-cost selector of the objective, not in this dvfslab yet; use --max-slowdown PCT")
-        kw["eta"] = eta
-    return Objective(**kw)
+    return Objective(**kw) if eta is None else ZeusCost(eta=eta, **kw)
 
 
 def recommended_policy(run: str | os.PathLike) -> str:
@@ -81,7 +81,7 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
     cls = governor_class(policy)
     gov = _saved(run, policy, model)
     if gov is None:
-        if cls.needs_training and policy != "search":
+        if cls.needs_training and policy not in UNTRAINED_OK:
             where = f"{run}/models/{policy}.json" if run is not None else f"--model FILE (models/{policy}.json)"
             raise GovernorError(f"--policy {policy} learns from a sweep: it needs {where}, written by `dvfslab pipeline`")
         gov = make(policy, prior=None) if policy == "search" and run is None else make(policy)
@@ -99,7 +99,9 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
                 raise GovernorError(f"--policy {policy} cannot govern a new job: "
                                     f"{cls.command_line or 'it needs a sweep to fit'}") from None
     knob = knob or DEFAULT_KNOB
-    learned = cls.needs_training and not (policy == "search" and getattr(gov, "prior_", None) is None)
+    untrained = (policy == "search" and getattr(gov, "prior_", None) is None) or \
+        (policy == "voi" and not getattr(gov, "curves_", None))
+    learned = cls.needs_training and not untrained
     if gov.knob_ != knob and not learned and (not cls.knobs or knob in cls.knobs):
         gov.knob_ = knob  # learned nothing: it decides the knob it is given (online fits it accordingly)
     if gov.knob_ != knob:
