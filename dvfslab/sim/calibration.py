@@ -84,6 +84,7 @@ class Fit:
     rows: list[dict]
     rank: int
     unpinned: list[str]
+    jacobian: np.ndarray | None = None  # d(σ-weighted residual)/d(parameter), parameters in their own units
 
 
 def _round(x: float) -> float:
@@ -108,7 +109,8 @@ def _job_rows(curves) -> list[tuple]:
 
 
 def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None = None,
-        measured: Mapping[tuple[str, str], float] | None = None, *, jobs: Iterable | None = None) -> Fit:
+        measured: Mapping[tuple[str, str], float] | None = None, *, jobs: Iterable | None = None,
+        job_params: Iterable[str] | None = None) -> Fit:
     """Weighted least squares of the :data:`FIT_BOX` parameters on the fit readings.
 
     ``template`` supplies every other parameter (the assumptions); ``measured`` replaces some
@@ -124,7 +126,8 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
     if not rows:
         raise DvfsError("calibrate: no fit readings")
     jrows = _job_rows(list(jobs or ()))
-    box = {**FIT_BOX, **(JOB_FIT_BOX if jrows else {})}
+    job_box = {n: JOB_FIT_BOX[n] for n in (JOB_FIT_BOX if job_params is None else job_params)}
+    box = {**FIT_BOX, **(job_box if jrows else {})}
     names = list(box)
     unit = np.array([box[n][3] for n in names])
     lo = np.array([box[n][1] for n in names])
@@ -169,9 +172,7 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
     for (c, f), m, s, r in zip(jrows, meas[len(rows):], sigma_w[len(rows):], res.fun[len(rows):], strict=True):
         out_rows.append({"line": c.key, "rail": "maxn" if f == "maxn" else f"{f:g} MHz", "measured_j": float(m),
                          "sigma_j": float(s), "residual_sigma": float(r)})
-    out = Fit(params, profile, out_rows, rank, unpinned)
-    out.jacobian = res.jac / unit[None, :]  # d(residual)/d(parameter), parameter in its own unit
-    return out
+    return Fit(params, profile, out_rows, rank, unpinned, res.jac / unit[None, :])
 
 
 def calibration_document(result: Fit | None = None) -> dict:
@@ -243,20 +244,41 @@ def leave_one_out(template: BoardProfile = AGX_ORIN_64GB) -> list[dict]:
     return out
 
 
+def birge_ratio(result: Fit) -> float:
+    """χ²/dof of a fit: how much larger (> 1) or smaller (< 1) the readings' scatter about the fit is
+    than their stated uncertainties say."""
+    chi2 = sum(r["residual_sigma"] ** 2 for r in result.rows)
+    dof = len(result.rows) - len(result.params)
+    return chi2 / dof if dof > 0 else float("nan")
+
+
+def fit_covariance(result: Fit) -> np.ndarray:
+    """Covariance of the fitted parameters (their own units, :data:`FIT_BOX` order):
+    ``(χ²/dof)·(JᵀJ)⁻¹`` with ``J`` the Jacobian of the σ-weighted residuals at the optimum — the
+    stated σ rescaled by one common factor so that χ² equals its degrees of freedom (the readings'
+    own scatter; docs/calibration.md, section 2.1)."""
+    jac = result.jacobian
+    return birge_ratio(result) * np.linalg.pinv(jac.T @ jac)
+
+
 def sample_profile(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB) -> tuple[BoardProfile, dict]:
     """One parameter set consistent with the readings and the stated ranges.
 
-    Every assumed parameter is drawn uniformly from its range; every fit reading is drawn from a
-    normal distribution around its value with its σ; the fitted parameters are refitted to
-    those readings. Returns the profile and the drawn values (assumed and fitted).
+    Every assumed parameter is drawn uniformly from its range; the fitted parameters are the fit
+    given those assumptions (readings as published) plus a draw from the fit's covariance
+    (:func:`fit_covariance`), kept inside the fit's box. Returns the profile and the drawn values
+    (assumed and fitted).
     """
     assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
     base = with_params(template, assumed)
-    rows = _rows_of(lines("fit"))
-    noise = rng.standard_normal(len(rows))
-    measured = {(ln.key, r): ln.rails[r] * (1.0 + ln.sigma(r) * z) for (ln, r), z in zip(rows, noise, strict=True)}
-    res = fit(base, measured=measured)
-    return res.profile, {**assumed, **res.params}
+    res = fit(base)
+    names = list(res.params)
+    mean = np.array([res.params[n] for n in names])
+    draw = rng.multivariate_normal(mean, fit_covariance(res), method="eigh")
+    lo = np.array([FIT_BOX[n][1] * FIT_BOX[n][3] for n in names])
+    hi = np.array([FIT_BOX[n][2] * FIT_BOX[n][3] for n in names])
+    fitted = dict(zip(names, np.clip(draw, lo, hi).tolist(), strict=True))
+    return with_params(base, fitted), {**assumed, **fitted}
 
 
 
