@@ -3,7 +3,8 @@
 * ``--out DIR [--seed N] [--board B] [--quick]``: a (simulated) dataset;
 * ``--explain model/task``: where a step's energy goes, level by level;
 * ``--workload SPEC.json|model/task --power-mode MODE [--json]`` (or ``--print-spec``): one workload
-  in one nvpmodel mode, every allowed level and the default governor;
+  in one nvpmodel mode, every allowed level and the default governor; for a catalog workload
+  ``--batch-size N --seq-len N --precision fp32|fp16|bf16`` override the catalog's;
 * ``--ensemble N [--quick] --out DIR``: the findings as p5/p50/p95 bands over N parameter sets
   consistent with the readings (``DIR/ensemble.json``).
 """
