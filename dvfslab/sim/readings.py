@@ -10,6 +10,10 @@ Each reading's stated uncertainty is the quadrature sum of the components in
 :data:`UNCERTAINTY` that apply to its line (docs/calibration.md, section 3.0, declared before
 the twin's errors were computed); the sensor term is absolute (20 mW).
 
+:data:`JOB_CURVES` are whole-job energies of a real fine-tuning study on an AGX Orin 64GB
+(github esainulab/slmdvfs @ 9e14047, cited number by number), two curves to fit and two held out
+(:mod:`dvfslab.sim.jobs` predicts them; docs/calibration.md, section 3.6).
+
 The lines are quoted verbatim (machine output of ``tegrastats``, or figures from a forum post)
 so that anyone can find them in their source and check the hash; where the search tool that
 found a line did not record its repository, ``source`` says so.
