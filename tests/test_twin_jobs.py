@@ -155,3 +155,23 @@ def test_validation_rows_are_computed_against_the_declared_tolerances():
         assert r["real_optimum_mhz"] == {"deberta-v2-xlarge/sst2": 714.0, "gemma-2b/qnli": 510.0}[r["curve"]]
     levels = level_rows(ORIN)
     assert len(levels) == 11 + 5 and allowed_outside(len(levels)) >= 0
+
+
+def test_the_ensembles_covariance_is_the_fits_scaled_to_its_own_scatter():
+    """soc_idle_w and cpu_idle_w are set by the two idle lines alone (every other reading of those
+    rails has a free parameter of its own), so their variance is (χ²/dof) / Σ 1/σᵢ² by hand.
+    χ²/dof = 0.250101 / 6 (the calibration file) = 0.0416835.
+    GPU rail: σ = sqrt(0.05² + (0.02/2.399)²)·2.399 = 0.121607 W and sqrt(0.05² + (0.02/2.340)²)·2.340
+    = 0.118699 W; Σ 1/σ² = 67.62 + 70.97 = 138.59; sd = sqrt(0.0416835 / 138.59) = 0.017343 W.
+    CPU rail: σ = 0.028284 W (0.400 W) and 0.027933 W (0.390 W); Σ 1/σ² = 1250.0 + 1281.6 = 2531.6;
+    sd = sqrt(0.0416835 / 2531.6) = 0.0040577 W."""
+    import numpy as np
+
+    from dvfslab.sim.calibration import birge_ratio, fit, fit_covariance
+
+    res = fit()
+    cov = fit_covariance(res)
+    names = list(res.params)
+    assert birge_ratio(res) == pytest.approx(0.250101 / 6, rel=1e-5)
+    assert np.sqrt(cov[names.index("soc_idle_w")][names.index("soc_idle_w")]) == pytest.approx(0.017343, rel=2e-3)
+    assert np.sqrt(cov[names.index("cpu_idle_w")][names.index("cpu_idle_w")]) == pytest.approx(0.0040577, rel=2e-3)
