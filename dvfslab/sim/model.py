@@ -5,7 +5,8 @@ Everything here is a pure, vectorized function of the board profile
 virtual clock, the governor and the protocols. Every parameter and its source is listed in
 ``docs/calibration.md``. The model in one screen:
 
-* training work per step (fp32, AdamW, eager PyTorch, HF ``Trainer``) from the model config,
+* training work per step (fp32 or mixed fp16/bf16 — :data:`GEMM_SPEEDUP`, :data:`ACTIVATION_BYTES` —,
+  AdamW, eager PyTorch, HF ``Trainer``) from the model config,
   batch size ``B`` and padded sequence length ``s`` (dynamic padding): matmul FLOPs
   ``6·N_mm·B·s`` (Kaplan et al. 2020) plus attention ``12·L·B·s²·d``; bytes moved by
   element-wise kernels ``(40·d + 8·ff + 12·heads·s)·4`` per token and layer, plus 44 bytes per
