@@ -281,15 +281,11 @@ def test_a_measuring_governor_without_a_progress_source_is_refused_in_one_line(j
                         "--sysfs-root", str(job_board.root), "--", "true"], env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "cannot govern a new job" in r.stderr and r.stderr.count("\n") == 1
-    r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "search", "--eta", "0.5",
+    # Zeus's eta is a weight in [0, 1] (zeus/utils/metric.py): 2 is refused in one line
+    r = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--policy", "search", "--eta", "2",
                         "--progress", "steps", "--sysfs-root", str(job_board.root), "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)
-    import inspect
-
-    from dvfslab.governors.objective import Objective
-
-    if "eta" not in inspect.signature(Objective).parameters:  # until the Zeus-cost selector lands (issue 28)
-        assert r.returncode == 2 and "Zeus-cost selector" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and "eta must be between 0 and 1" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_the_rehearsal_runs_the_doctor_on_a_fake_orin_tree():

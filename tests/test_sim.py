@@ -119,7 +119,7 @@ def test_podgov_skip_is_the_closed_form_of_busy_polls():
     for _ in range(17):
         assert a.decide(0.97, 1300.5) == 1300.5
     b.skip_busy(17, 0.97, 1300.5)
-    assert (b.idle_avg, b.freq_avg) == pytest.approx((a.idle_avg, a.freq_avg), rel=1e-12)
+    assert (b.cycles_avg, b.freq_avg) == pytest.approx((a.cycles_avg, a.freq_avg), rel=1e-12)
 
 
 def test_maxn_runs_a_gpu_bound_workload_at_the_top_and_a_cpu_bound_one_lower():
@@ -367,13 +367,13 @@ def test_temperature_relaxes_exponentially_to_ambient_plus_r_times_power():
 
 
 def test_podgov_one_poll_by_hand():
-    """nvhost_podgov's arithmetic on two polls, worked through by hand (cap 1300.5, smooth 10)."""
+    """nvhost_podgov's arithmetic (L4T r36 governor_pod_scaling.c), worked through by hand (cap 1300.5, smooth 10)."""
     gov = PodGovernor(ORIN.levels_mhz, 1300.5)
     # load 1.0 > 90 %: undamped boost of cap/3 = 433.5 -> 306 + 433.5 = 739.5, rounded up to 816
     assert gov.decide(1.0, 306.0) == 816.0
-    gov.idle_avg, gov.freq_avg = 0.2, 816.0
-    # idle_avg stays 0.2; boost 0.8·816·(0.8 − 0.7)/0.7 = 93.257 -> request 909.257;
+    gov.cycles_avg, gov.freq_avg, gov.since_change_s = 0.8 * 816.0, 816.0, 1.0
+    # cycles_avg stays 652.8 (busyness 0.8); boost 0.8·816·(0.8 − 0.7)/0.7 = 93.257 -> request 909.257;
     # freq_avg (10·816 + 909.257)/11 = 824.478; damped (7·909.257 + 3·824.478)/10 = 883.82 -> 918
     assert gov.decide(0.8, 816.0) == 918.0
-    assert gov.idle_avg == pytest.approx(0.2)
+    assert gov.cycles_avg == pytest.approx(652.8)
     assert gov.freq_avg == pytest.approx((10 * 816.0 + 816.0 + 0.8 * 816.0 * 0.1 / 0.7) / 11)

@@ -3,7 +3,8 @@
 * ``--out DIR [--seed N] [--board B] [--quick]``: a (simulated) dataset;
 * ``--explain model/task``: where a step's energy goes, level by level;
 * ``--workload SPEC.json|model/task --power-mode MODE [--json]`` (or ``--print-spec``): one workload
-  in one nvpmodel mode, every allowed level and the default governor;
+  in one nvpmodel mode, every allowed level and the default governor; for a catalog workload
+  ``--batch-size N --seq-len N --precision fp32|fp16|bf16`` override the catalog's;
 * ``--ensemble N [--quick] --out DIR``: the findings as p5/p50/p95 bands over N parameter sets
   consistent with the readings (``DIR/ensemble.json``).
 """
@@ -33,6 +34,14 @@ def register(sub) -> None:
     p.add_argument("--power-mode", default="MAXN", metavar="MODE",
                    help="with --workload: an nvpmodel mode of the board by name or id (AGX Orin: MAXN/0, 15W/1, "
                         "30W/2, 50W/3; default MAXN)")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="with --workload model/task: the batch size (default: the catalog's, 32)")
+    p.add_argument("--seq-len", type=int, default=None, metavar="N",
+                   help="with --workload model/task: the maximum (truncation) length in tokens; batches are padded "
+                        "to their longest example up to it (default: the catalog's, 128)")
+    p.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
+                   help="with --workload model/task: the GEMMs' precision (fp16/bf16: mixed precision on the tensor "
+                        "cores, docs/calibration.md; default fp32)")
     p.add_argument("--json", action="store_true", help="with --workload: print JSON instead of a table")
     p.add_argument("--print-spec", action="store_true",
                    help="with --workload model/task: print that catalog workload's spec as JSON (to edit) and exit")
@@ -107,8 +116,16 @@ def _workload(args) -> int:
     from dvfslab.sim.spec import catalog_spec, evaluate, evaluation_text, load_spec
 
     profile = get_profile(args.board)
+    from dvfslab.hw.base import DvfsError
+
     is_file = args.workload.endswith(".json") or os.path.exists(args.workload)
-    spec = load_spec(args.workload) if is_file else catalog_spec(args.workload, profile, seed=args.seed)
+    shape = {"batch_size": args.batch_size, "seq_len": args.seq_len, "precision": args.precision}
+    if is_file and any(v is not None for v in shape.values()):
+        raise DvfsError("simulate: --batch-size, --seq-len and --precision go with a catalog workload model/task; "
+                        "a spec file carries its own (edit its fields)")
+    spec = load_spec(args.workload) if is_file else catalog_spec(
+        args.workload, profile, seed=args.seed, batch_size=args.batch_size, seq_len=args.seq_len,
+        precision=args.precision or "fp32")
     if args.print_spec:
         from dataclasses import asdict
 

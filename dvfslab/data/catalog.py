@@ -62,7 +62,7 @@ class ModelSpec:
     """One catalog model: the configuration of its transformer (all sizes in units, not M)."""
 
     name: str
-    family: str  # "bert" | "pythia"
+    family: str  # "bert" | "pythia" | "deberta" | "gemma"
     model_type: str  # "encoder" | "decoder"
     hub_id: str | None  # pretrained checkpoint on the Hugging Face hub, None when none exists
     n_layers: int
@@ -74,31 +74,45 @@ class ModelSpec:
     nominal_params_m: float
     in_paper: bool
     source: str
+    kv_heads: int | None = None  # key/value heads (multi-query attention: 1); None = n_heads
+    ffn_matrices: int = 2  # 2: up and down; 3: gated (GeGLU: gate, up, down)
+    rel_positions: int = 0  # relative-position rows each query also attends to (DeBERTa-v2: 2 x 256 buckets)
 
     @property
     def tokenizer_family(self) -> str:
-        return "wordpiece" if self.family == "bert" else "gpt-neox"
+        """``wordpiece`` (BERT; also the length estimate for DeBERTa's and Gemma's SentencePiece) or ``gpt-neox``."""
+        return "gpt-neox" if self.family == "pythia" else "wordpiece"
+
+    def _kv_dim(self) -> int:
+        heads = self.n_heads if self.kv_heads is None else self.kv_heads
+        return heads * (self.hidden_size // self.n_heads)
 
     def layer_params(self) -> int:
-        """Parameters of one transformer layer (attention, FFN, two LayerNorms, with biases)."""
-        d, ff = self.hidden_size, self.ffn_size
+        """Parameters of one transformer layer (attention, FFN, two norms; biases except in Gemma)."""
+        d, ff, kv = self.hidden_size, self.ffn_size, self._kv_dim()
+        if self.family == "gemma":  # no biases, RMSNorm weights only
+            return 2 * d * d + 2 * d * kv + self.ffn_matrices * d * ff + 2 * d
         return 4 * d * d + 4 * d + 2 * d * ff + ff + d + 4 * d
 
     def non_embedding_params(self) -> int:
         """Layers plus final LayerNorm (Pythia) or pooler (BERT): the Kaplan et al. N."""
         d = self.hidden_size
-        tail = 2 * d if self.family == "pythia" else d * d + d
+        tail = {"pythia": 2 * d, "gemma": d,  # final norm
+                # pooler + the relative-position embeddings with their LayerNorm + the conv layer (kernel 3) with its LayerNorm
+                "deberta": d * d + d + self.rel_positions * d + 2 * d + 3 * d * d + d + 2 * d}.get(self.family, d * d + d)
         return self.n_layers * self.layer_params() + tail
 
     def embedding_params(self) -> int:
         d = self.hidden_size
         if self.family == "bert":  # word + position + token type + LayerNorm
             return (self.vocab_size + self.max_position + 2) * d + 2 * d
+        if self.family == "deberta":  # word + LayerNorm (position_biased_input false: no absolute positions)
+            return self.vocab_size * d + 2 * d
         return self.vocab_size * d  # embed_in; embed_out (LM head) is not part of the classifier
 
     def classifier_params(self, num_labels: int = 2) -> int:
         d = self.hidden_size
-        return d * num_labels + (num_labels if self.family == "bert" else 0)
+        return d * num_labels + (num_labels if self.family in ("bert", "deberta") else 0)
 
     def params(self, num_labels: int = 2) -> int:
         """Exact parameter count of the sequence-classification model that is fine-tuned."""
@@ -106,13 +120,17 @@ class ModelSpec:
 
     def matmul_params(self) -> int:
         """Weights that take part in a matmul for every token (attention and FFN projections)."""
-        d, ff = self.hidden_size, self.ffn_size
-        return self.n_layers * (4 * d * d + 2 * d * ff)
+        d, ff, kv = self.hidden_size, self.ffn_size, self._kv_dim()
+        return self.n_layers * (2 * d * d + 2 * d * kv + self.ffn_matrices * d * ff)
 
     def param_tensors(self) -> int:
         """Number of parameter tensors (what the optimizer and grad clipping iterate over)."""
         if self.family == "bert":
             return 5 + 16 * self.n_layers + 2 + 2
+        if self.family == "deberta":  # word + LN; layers; rel embeddings + LN; conv + LN; pooler; classifier
+            return 3 + 16 * self.n_layers + 3 + 4 + 2 + 2
+        if self.family == "gemma":  # embed; q, k, v, o, gate, up, down, 2 norms per layer; final norm; score
+            return 1 + 9 * self.n_layers + 1 + 1
         return 1 + 12 * self.n_layers + 2 + 1
 
 
@@ -144,6 +162,14 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     _pythia("160m", 12, 768, 12, 160.0, True),
     _pythia("410m", 24, 1024, 16, 410.0, True),
     _pythia("1b", 16, 2048, 8, 1000.0, True),
+    # the real study's larger models (esainulab/slmdvfs; docs/calibration.md, section 3.5)
+    ModelSpec("deberta-v2-xlarge", "deberta", "encoder", "microsoft/deberta-v2-xlarge", 24, 1536, 24, 6144, 128100, 512,
+              900.0, False, "microsoft/deberta-v2-xlarge model card and config.json (24 layers, hidden 1536, 24 heads, "
+              "intermediate 6144, vocab 128100, position_buckets 256, conv_kernel_size 3; '900M' parameters)",
+              rel_positions=512),
+    ModelSpec("gemma-2b", "gemma", "decoder", "google/gemma-2b", 18, 2048, 8, 16384, 256000, 8192, 2500.0, False,
+              "google/gemma-2b model card and config.json (18 layers, hidden 2048, 8 heads of 256, 1 key/value head, "
+              "intermediate 16384 GeGLU, vocab 256000; 2.5B parameters)", kv_heads=1, ffn_matrices=3),
 )}
 PAPER_MODELS: tuple[str, ...] = tuple(n for n, m in MODELS.items() if m.in_paper)
 
@@ -328,6 +354,15 @@ def model_config(name: str, num_labels: int = 2) -> dict:
     common = {"vocab_size": m.vocab_size, "hidden_size": m.hidden_size, "num_hidden_layers": m.n_layers,
               "num_attention_heads": m.n_heads, "intermediate_size": m.ffn_size,
               "max_position_embeddings": m.max_position, "hidden_act": "gelu", "num_labels": num_labels}
+    if m.family == "deberta":
+        return {"model_type": "deberta-v2", **common, "type_vocab_size": 0, "relative_attention": True,
+                "position_buckets": m.rel_positions // 2, "max_relative_positions": -1, "pos_att_type": ["p2c", "c2p"],
+                "share_att_key": True, "norm_rel_ebd": "layer_norm", "conv_kernel_size": 3, "conv_act": "gelu",
+                "position_biased_input": False, "layer_norm_eps": 1e-7, "pad_token_id": 0}
+    if m.family == "gemma":
+        return {"model_type": "gemma", **common, "num_key_value_heads": m.kv_heads,
+                "head_dim": m.hidden_size // m.n_heads, "hidden_act": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+                "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 1}
     if m.family == "bert":
         return {"model_type": "bert", **common, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
                 "attention_probs_dropout_prob": 0.1, "layer_norm_eps": 1e-12, "initializer_range": 0.02,

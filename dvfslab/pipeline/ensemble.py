@@ -2,8 +2,8 @@
 
 Each member is one parameter set of the simulated AGX Orin drawn by
 :func:`dvfslab.sim.calibration.sample_profile` — every assumed parameter uniformly from its stated
-range, every fit reading from a normal around it with its stated σ and the fitted parameters
-refitted to those — on which the plan's grid is simulated
+range, the fitted parameters from the fit given those assumptions plus a draw from the fit's
+covariance (``(χ²/dof)·(JᵀJ)⁻¹``: the readings' own scatter) — on which the plan's grid is simulated
 (:func:`dvfslab.sweep.simulate.simulate_dataset`). From each member's dataset: the oracle's mean
 saving vs MAXN on the evaluation workloads (all, ≤ 70M and > 70M parameters), the paper's tree's
 (``mlg-paper``), FFG − oracle, the learned tree's (MLG) − FFG, and the share of all workloads

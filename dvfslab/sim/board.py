@@ -311,9 +311,10 @@ class SimBoard:
                 Ti, Ui = T[i][col], U[i][col]
                 t_end = seg_start + work * Ti
                 t_poll = self._next_poll if governed else inf
-                if t_end <= t_poll and t_end <= next_tick:
+                # a tick within TIE_S of a change sees the state after it (as _states_at_ticks)
+                if t_end <= t_poll and t_end <= next_tick + TIE_S:
                     t_stop = t_end
-                elif next_tick < t_poll:
+                elif next_tick < t_poll - TIE_S:
                     self.clock.advance_to(next_tick)
                     self._state = (PG[i][col], PC[i][col], PD[i][col], Ui)
                     on_tick(next_tick)
@@ -357,6 +358,11 @@ class SimBoard:
         self._freq = new_f
 
 
+#: ticks and state changes closer than this are simultaneous (the two sampling paths agree on ties
+#: that floating-point sums of different periods, e.g. 25 ms polls and 50 ms ticks, put a few ulps apart)
+TIE_S = 1e-9
+
+
 def _fixed_segments(table: StepTable, ends: np.ndarray, freq_mhz: float) -> tuple:
     """The stretches of constant power of a locked run: one per step."""
     return (ends, table.gpu_w[:, 0], table.cpu_w[:, 0], table.dram_w[:, 0], table.util[:, 0],
@@ -373,7 +379,7 @@ def _event_segments(table: StepTable, cuts: list) -> tuple:
 
 def _states_at_ticks(segments: tuple, t: np.ndarray) -> TickStates:
     """The state of the stretch in progress at each tick time ``t``."""
-    i = np.minimum(np.searchsorted(segments[0], t, side="right"), len(segments[0]) - 1)
+    i = np.minimum(np.searchsorted(segments[0], np.asarray(t) + TIE_S, side="right"), len(segments[0]) - 1)
     return TickStates(t, *(np.asarray(col, dtype=float)[i] for col in segments[1:]))
 
 

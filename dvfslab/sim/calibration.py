@@ -84,6 +84,7 @@ class Fit:
     rows: list[dict]
     rank: int
     unpinned: list[str]
+    jacobian: np.ndarray | None = None  # d(σ-weighted residual)/d(parameter), parameters in their own units
 
 
 def _round(x: float) -> float:
@@ -94,8 +95,22 @@ def _rows_of(fit_lines: Iterable[Line]) -> list[tuple[Line, str]]:
     return [(ln, rail) for ln in fit_lines for rail in ln.used_rails()]
 
 
+#: parameters the whole-job readings (readings.JOB_CURVES, role fit) are fitted for, with their search box
+JOB_FIT_BOX: dict[str, tuple[float, float, float, float]] = {
+    "activity_matmul": (0.85, 0.2, 1.0, 1.0),
+    "cpu_step_serial_ms": (25.0, 1.0, 400.0, 1.0),
+    "cpu_op_us": (43.2, 5.0, 400.0, 1.0),
+    "gemm_half_dim": (1.28, 0.16, 10.24, 100.0),
+}
+
+
+def _job_rows(curves) -> list[tuple]:
+    return [(c, f) for c in curves for f in [*c.energy_j, "maxn"]]
+
+
 def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None = None,
-        measured: Mapping[tuple[str, str], float] | None = None) -> Fit:
+        measured: Mapping[tuple[str, str], float] | None = None, *, jobs: Iterable | None = None,
+        job_params: Iterable[str] | None = None) -> Fit:
     """Weighted least squares of the :data:`FIT_BOX` parameters on the fit readings.
 
     ``template`` supplies every other parameter (the assumptions); ``measured`` replaces some
@@ -105,16 +120,25 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
     """
     from scipy.optimize import least_squares
 
+    from dvfslab.sim.jobs import predict_job, reading_sigma
+
     rows = _rows_of(lines("fit") if fit_lines is None else fit_lines)
     if not rows:
         raise DvfsError("calibrate: no fit readings")
-    names = list(FIT_BOX)
-    unit = np.array([FIT_BOX[n][3] for n in names])
-    x0 = np.array([FIT_BOX[n][0] for n in names])
-    lo = np.array([FIT_BOX[n][1] for n in names])
-    hi = np.array([FIT_BOX[n][2] for n in names])
-    meas = np.array([(measured or {}).get((ln.key, r), ln.rails[r]) for ln, r in rows])
-    sigma_w = np.array([ln.sigma(r) * ln.rails[r] for ln, r in rows])
+    jrows = _job_rows(list(jobs or ()))
+    job_box = {n: JOB_FIT_BOX[n] for n in (JOB_FIT_BOX if job_params is None else job_params)}
+    box = {**FIT_BOX, **(job_box if jrows else {})}
+    names = list(box)
+    unit = np.array([box[n][3] for n in names])
+    lo = np.array([box[n][1] for n in names])
+    hi = np.array([box[n][2] for n in names])
+    # the rails' parameters start at their box's start, the jobs' at the template's value
+    x0 = np.clip([FIT_BOX[n][0] if n in FIT_BOX else getattr(template, n) / box[n][3] for n in names], lo, hi)
+    meas = np.array([(measured or {}).get((ln.key, r), ln.rails[r]) for ln, r in rows]
+                    + [(measured or {}).get((c.key, f), c.maxn_j if f == "maxn" else c.energy_j[f]) for c, f in jrows])
+    sigma_w = np.array([ln.sigma(r) * ln.rails[r] for ln, r in rows]
+                       + [reading_sigma(c, e) * e for (c, f) in jrows
+                          for e in [c.maxn_j if f == "maxn" else c.energy_j[f]]])
 
     def profile_of(x: np.ndarray) -> BoardProfile:
         return with_params(template, dict(zip(names, x * unit, strict=True)))
@@ -122,8 +146,12 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
     def residuals(x: np.ndarray) -> np.ndarray:
         p = profile_of(x)
         cache: dict[str, dict[str, float]] = {}
-        twin = np.array([cache.setdefault(ln.key, predict_line(p, ln))[r] for ln, r in rows])
-        return (twin - meas) / sigma_w
+        twin = [cache.setdefault(ln.key, predict_line(p, ln))[r] for ln, r in rows]
+        jc: dict[str, dict] = {}
+        for c, f in jrows:
+            pj = jc.setdefault(c.key, predict_job(p, c))
+            twin.append(pj["maxn_j"] if f == "maxn" else pj["levels"][f])
+        return (np.array(twin) - meas) / sigma_w
 
     res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=1.0, xtol=1e-12, ftol=1e-12,
                         gtol=1e-12, max_nfev=2000)
@@ -137,10 +165,14 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
     params = {n: float(v) for n, v in zip(names, res.x * unit, strict=True)}
     profile = profile_of(res.x)
     out_rows = []
-    for (ln, rail), m, s, r in zip(rows, meas, sigma_w, res.fun, strict=True):
+    n = len(rows)
+    for (ln, rail), m, s, r in zip(rows, meas[:n], sigma_w[:n], res.fun[:n], strict=True):
         out_rows.append({"line": ln.key, "rail": rail, "measured_w": float(m), "sigma_w": float(s),
                          "twin_w": float(predict_line(profile, ln)[rail]), "residual_sigma": float(r)})
-    return Fit(params, profile, out_rows, rank, unpinned)
+    for (c, f), m, s, r in zip(jrows, meas[len(rows):], sigma_w[len(rows):], res.fun[len(rows):], strict=True):
+        out_rows.append({"line": c.key, "rail": "maxn" if f == "maxn" else f"{f:g} MHz", "measured_j": float(m),
+                         "sigma_j": float(s), "residual_sigma": float(r)})
+    return Fit(params, profile, out_rows, rank, unpinned, res.jac / unit[None, :])
 
 
 def calibration_document(result: Fit | None = None) -> dict:
@@ -212,20 +244,41 @@ def leave_one_out(template: BoardProfile = AGX_ORIN_64GB) -> list[dict]:
     return out
 
 
+def birge_ratio(result: Fit) -> float:
+    """χ²/dof of a fit: how much larger (> 1) or smaller (< 1) the readings' scatter about the fit is
+    than their stated uncertainties say."""
+    chi2 = sum(r["residual_sigma"] ** 2 for r in result.rows)
+    dof = len(result.rows) - len(result.params)
+    return chi2 / dof if dof > 0 else float("nan")
+
+
+def fit_covariance(result: Fit) -> np.ndarray:
+    """Covariance of the fitted parameters (their own units, :data:`FIT_BOX` order):
+    ``(χ²/dof)·(JᵀJ)⁻¹`` with ``J`` the Jacobian of the σ-weighted residuals at the optimum — the
+    stated σ rescaled by one common factor so that χ² equals its degrees of freedom (the readings'
+    own scatter; docs/calibration.md, section 2.1)."""
+    jac = result.jacobian
+    return birge_ratio(result) * np.linalg.pinv(jac.T @ jac)
+
+
 def sample_profile(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB) -> tuple[BoardProfile, dict]:
     """One parameter set consistent with the readings and the stated ranges.
 
-    Every assumed parameter is drawn uniformly from its range; every fit reading is drawn from a
-    normal distribution around its value with its σ; the fitted parameters are refitted to
-    those readings. Returns the profile and the drawn values (assumed and fitted).
+    Every assumed parameter is drawn uniformly from its range; the fitted parameters are the fit
+    given those assumptions (readings as published) plus a draw from the fit's covariance
+    (:func:`fit_covariance`), kept inside the fit's box. Returns the profile and the drawn values
+    (assumed and fitted).
     """
     assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
     base = with_params(template, assumed)
-    rows = _rows_of(lines("fit"))
-    noise = rng.standard_normal(len(rows))
-    measured = {(ln.key, r): ln.rails[r] * (1.0 + ln.sigma(r) * z) for (ln, r), z in zip(rows, noise, strict=True)}
-    res = fit(base, measured=measured)
-    return res.profile, {**assumed, **res.params}
+    res = fit(base)
+    names = list(res.params)
+    mean = np.array([res.params[n] for n in names])
+    draw = rng.multivariate_normal(mean, fit_covariance(res), method="eigh")
+    lo = np.array([FIT_BOX[n][1] * FIT_BOX[n][3] for n in names])
+    hi = np.array([FIT_BOX[n][2] * FIT_BOX[n][3] for n in names])
+    fitted = dict(zip(names, np.clip(draw, lo, hi).tolist(), strict=True))
+    return with_params(base, fitted), {**assumed, **fitted}
 
 
 

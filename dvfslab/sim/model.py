@@ -5,7 +5,8 @@ Everything here is a pure, vectorized function of the board profile
 virtual clock, the governor and the protocols. Every parameter and its source is listed in
 ``docs/calibration.md``. The model in one screen:
 
-* training work per step (fp32, AdamW, eager PyTorch, HF ``Trainer``) from the model config,
+* training work per step (fp32 or mixed fp16/bf16 — :data:`GEMM_SPEEDUP`, :data:`ACTIVATION_BYTES` —,
+  AdamW, eager PyTorch, HF ``Trainer``) from the model config,
   batch size ``B`` and padded sequence length ``s`` (dynamic padding): matmul FLOPs
   ``6·N_mm·B·s`` (Kaplan et al. 2020) plus attention ``12·L·B·s²·d``; bytes moved by
   element-wise kernels ``(40·d + 8·ff + 12·heads·s)·4`` per token and layer, plus 44 bytes per
@@ -120,6 +121,21 @@ def idle_power_w(profile: BoardProfile, freq_mhz: float, *, mode: PowerMode | No
 # Workload
 # --------------------------------------------------------------------------------------------
 
+#: Peak GEMM rate of each precision relative to fp32 on the AGX Orin's GPU. NVIDIA's Jetson AGX Orin
+#: Series Technical Brief (v1.2): 2048 CUDA cores, "5.3 FP32 TFLOPs", and 64 third-generation Tensor
+#: Cores, "170 Sparse TOPs of INT8"; an Ampere Tensor Core's dense rate is half its sparse rate and its
+#: FP16 (and BF16) rate half its INT8 rate (NVIDIA A100 Tensor Core GPU Architecture whitepaper: 312
+#: dense FP16/BF16 TFLOPS, 624 dense INT8 TOPS, 1248 sparse), so FP16/BF16 = 170 / 2 / 2 = 42.5 TFLOPS
+#: dense, 42.5 / 5.3 = 8.02× the fp32 rate. The twin applies the ratio to its sustained (measured)
+#: fp32 GEMM rate: that the sustained/peak ratio is the same for both is an assumption.
+ORIN_FP32_TFLOPS, ORIN_INT8_SPARSE_TOPS = 5.3, 170.0
+GEMM_SPEEDUP = {"fp32": 1.0, "fp16": ORIN_INT8_SPARSE_TOPS / 2 / 2 / ORIN_FP32_TFLOPS,
+                "bf16": ORIN_INT8_SPARSE_TOPS / 2 / 2 / ORIN_FP32_TFLOPS}
+#: bytes per activation value moved by element-wise kernels (mixed precision keeps fp32 master weights,
+#: gradients and optimizer state: those bytes do not change)
+ACTIVATION_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0}
+PRECISIONS = tuple(GEMM_SPEEDUP)
+
 KERNELS_PER_LAYER = 70  # eager PyTorch: ~25 forward + ~45 backward kernels per transformer layer
 KERNELS_FIXED = 80  # embeddings, head, loss, grad clipping and foreach AdamW
 OPTIMIZER_BYTES_PER_PARAM = 44  # grad write 4 + clip (norm 4, scale 8) + AdamW foreach (r 16, w 12)
@@ -150,9 +166,16 @@ class SimWorkload:
     train_size: int = 0
     validation_size: int = 0
     window_phases: tuple[str, ...] = ()
+    precision: str = "fp32"  # "fp32", "fp16" or "bf16" (mixed precision: GEMMs and activations)
+    rel_positions: int = 0  # relative-position rows each query also attends to (DeBERTa-v2)
+
+    def __post_init__(self) -> None:
+        if self.precision not in GEMM_SPEEDUP:
+            raise DvfsError(f"workload {self.workload_id}: precision {self.precision!r} is not one of "
+                            f"{', '.join(PRECISIONS)}")
 
     @classmethod
-    def from_row(cls, row: Mapping, *, window_phases: tuple[str, ...] = ()) -> SimWorkload:
+    def from_row(cls, row: Mapping, *, window_phases: tuple[str, ...] = (), precision: str = "fp32") -> SimWorkload:
         """From a ``workloads.csv`` row; the catalog fills in heads, FFN, exact counts and split sizes.
 
         A model that is not in the catalog gets heads = hidden/64, FFN = 4·hidden and its
@@ -163,7 +186,9 @@ class SimWorkload:
 
         d, layers = int(row["hidden_size"]), int(row["n_layers"])
         spec = MODELS.get(str(row.get("model", "")))
+        rel = 0
         if spec is not None and (spec.hidden_size, spec.n_layers) == (d, layers):
+            rel = spec.rel_positions
             heads, ff, mm, tensors = spec.n_heads, spec.ffn_size, spec.matmul_params(), spec.param_tensors()
             total = float(row.get("params_m") or spec.params() / 1e6) * 1e6
         else:
@@ -175,13 +200,16 @@ class SimWorkload:
                    float(row["avg_seq_len"]), int(row["max_seq_len"]), int(row["batch_size"]),
                    task.seq_len_cv if task is not None else 0.5, decoder,
                    task.train_size if task is not None else 0, task.validation_size if task is not None else 0,
-                   tuple(window_phases))
+                   tuple(window_phases), str(precision), rel)
 
     @classmethod
-    def from_catalog(cls, model: str, task: str, *, window_phases: tuple[str, ...] = (), **kwargs) -> SimWorkload:
+    def from_catalog(cls, model: str, task: str, *, window_phases: tuple[str, ...] = (), precision: str = "fp32",
+                     **kwargs) -> SimWorkload:
+        """A catalog model on a catalog task; ``kwargs`` go to :func:`~dvfslab.data.catalog.workload_row`
+        (``batch_size``, ``max_seq_len``, ``avg_seq_len``)."""
         from dvfslab.data.catalog import workload_row
 
-        return cls.from_row(workload_row(model, task, **kwargs), window_phases=window_phases)
+        return cls.from_row(workload_row(model, task, **kwargs), window_phases=window_phases, precision=precision)
 
     @classmethod
     def from_workload_id(cls, workload_id: str, **kwargs) -> SimWorkload:
@@ -248,15 +276,20 @@ def _efficiency(dim, rows, profile: BoardProfile):
 
 def batch_work(profile: BoardProfile, wl: SimWorkload, s, *, forward_only: bool = False):
     """The clock-independent GPU work of batches of padded length ``s``: ``(flops, anchor_flops,
-    bytes, kernels)``. ``anchor_flops`` is the FLOPs divided by the matmuls' size efficiency: the
-    work at the anchor GEMM rate (matmuls and attention have different shapes)."""
+    bytes, kernels)``. ``anchor_flops`` is the FLOPs divided by the matmuls' size efficiency and by
+    the precision's GEMM speed-up (:data:`GEMM_SPEEDUP`): the work at the anchor fp32 GEMM rate
+    (matmuls and attention have different shapes)."""
     L, d, h, B = wl.n_layers, wl.hidden_size, wl.n_heads, wl.batch_size
     share = 1.0 / 3.0 if forward_only else 1.0  # forward = 2 of the 6 FLOP per parameter and token
     tokens = B * s
     mm = share * 6.0 * wl.matmul_params * tokens
-    att = share * 12.0 * L * tokens * s * d
-    anchor = mm / _efficiency(d, tokens, profile) + att / _efficiency(d / h, B * h * s, profile)
-    elem = (ELEMENTWISE_D * d + ELEMENTWISE_FF * wl.ffn_size + ELEMENTWISE_ATT * h * s) * 4.0 * L * tokens
+    # scores (Q·Kᵀ, half of 12) against s keys plus, for DeBERTa-v2, c2p and p2c against the relative rows;
+    # the weighted sum (the other half) against s values
+    att = share * 6.0 * L * tokens * d * (2.0 * s + 2.0 * wl.rel_positions)
+    speed = GEMM_SPEEDUP[wl.precision]
+    anchor = (mm / _efficiency(d, tokens, profile) + att / _efficiency(d / h, B * h * s, profile)) / speed
+    elem = (ELEMENTWISE_D * d + ELEMENTWISE_FF * wl.ffn_size + ELEMENTWISE_ATT * h * s) * ACTIVATION_BYTES[
+        wl.precision] * L * tokens
     nbytes = share * elem + (0.0 if forward_only else OPTIMIZER_BYTES_PER_PARAM * wl.params_total)
     kernels = (KERNELS_PER_LAYER * L + KERNELS_FIXED) * (FORWARD_OPS_SHARE if forward_only else 1.0)
     return mm + att, anchor, nbytes, kernels

@@ -10,6 +10,10 @@ Each reading's stated uncertainty is the quadrature sum of the components in
 :data:`UNCERTAINTY` that apply to its line (docs/calibration.md, section 3.0, declared before
 the twin's errors were computed); the sensor term is absolute (20 mW).
 
+:data:`JOB_CURVES` are whole-job energies of a real fine-tuning study on an AGX Orin 64GB
+(github esainulab/slmdvfs @ 9e14047, cited number by number), two curves to fit and two held out
+(:mod:`dvfslab.sim.jobs` predicts them; docs/calibration.md, section 3.6).
+
 The lines are quoted verbatim (machine output of ``tegrastats``, or figures from a forum post)
 so that anyone can find them in their source and check the hash; where the search tool that
 found a line did not record its repository, ``source`` says so.
@@ -231,3 +235,99 @@ LINES: tuple[Line, ...] = (
 def lines(role: str | None = None) -> list[Line]:
     """The lines with ``role`` (``fit`` / ``validation``), or all."""
     return [ln for ln in LINES if role is None or ln.role == role]
+
+
+# ---------------------------------------------------------------------------------- whole jobs
+#: the real study: an MSc thesis (Nazarbayev University, 2026) whose code and plots are public at
+#: github esainulab/slmdvfs (no licence: its numbers are cited as readings, none of its code is used)
+STUDY = "github esainulab/slmdvfs"
+#: the GPU levels of the study (chapter3_methodology_answers.txt @ 9e14047, lines 47 and 320-332)
+STUDY_LEVELS_MHZ = (306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5)
+#: one pixel of the Pythia-14M plot's y axis, in J: gridlines 2000 J at row 403 and 2800 J at row 129
+PYTHIA_PLOT_J_PER_PX = 800.0 / (403 - 129)
+
+
+@dataclass(frozen=True)
+class JobCurve:
+    """The whole-job energy (``VDD_GPU_SOC + VDD_CPU_CV``, mean power × train wall time) of one
+    fine-tuning job of the real study at each GPU level it was locked at (userspace governor, CPU
+    and EMC left to their governors) and under MAXN with ``nvhost_podgov``. One run per level
+    (the study: "Each configuration run ONCE (no repeated trials) / Variance not characterized").
+
+    ``where`` cites the place each number is read; ``assumed`` lists what the study does not say
+    about the job and this reading assumes; ``reading_j`` is the reading's own resolution (a number
+    typed in a script: 0; a point read off a plot: its pixel)."""
+
+    key: str
+    where: str
+    role: str  # "fit" or "validation"
+    model: str
+    task: str
+    batch_size: int
+    max_seq_len: int
+    precision: str
+    steps: int
+    energy_j: Mapping[float, float]  # GPU level (MHz) -> whole-job energy (J)
+    maxn_j: float
+    assumed: tuple[str, ...] = ()
+    reading_j: float = 0.0
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return (STUDY, self.key)
+
+    @property
+    def workload_id(self) -> str:
+        return f"{self.model}/{self.task}"
+
+
+_PLOTS = "src/plots/DeBERTa_Xlarge.py @ 9e14047"
+_METHOD = "chapter3_methodology_answers.txt @ 9e14047"
+JOB_CURVES: tuple[JobCurve, ...] = (
+    JobCurve("deberta-v2-xlarge/qnli",
+             f"{_PLOTS}, lines 11-17 ('qnli_data' levels line 11, 'energy_j' lines 13-14, 'qnli_mode0_energy' "
+             f"line 17); batch 16, max length 256, FP32: {_METHOD}, lines 159, 162, 168; 6546 steps: line 145",
+             "fit", "deberta-v2-xlarge", "qnli", 16, 256, "fp32", 6546,
+             dict(zip(STUDY_LEVELS_MHZ, (693591.48, 596669.90, 545930.79, 536503.90, 539312.18, 549624.25,
+                                         572217.63, 610475.85, 641276.34, 698390.84, 737041.01), strict=True)),
+             552288.86),
+    JobCurve("pythia-14m/qnli",
+             "src/plots/Pythia-14M_QNLI.png, added in db46d36 (deleted in 950a8f2), read off the image: each "
+             "marker's centre (pixel rows of its disc) on the y axis set by the gridlines (2000 J at row 403, "
+             "2800 J at row 129: 2.92 J per pixel), the 408 MHz point under the optimum star from the star's "
+             "tips (top row 379, lower tips row 406: centre row 393.9), MAXN the dashed line (row 372.5); "
+             "max length 256: the study's QNLI length (" + _METHOD + ", line 162)",
+             "fit", "pythia-14m", "qnli", 256, 256, "fp16", 410,
+             dict(zip(STUDY_LEVELS_MHZ, (2108.0, 2027.0, 2033.0, 2071.0, 2104.0, 2255.0, 2363.0, 2532.0, 2662.0,
+                                         2705.0, 2863.0), strict=True)),
+             2090.0,
+             assumed=("batch 256: not stated for Pythia-14M; the study's batch for its other 14M-parameter model on "
+                      "QNLI (BERT-tiny, " + _METHOD + ", line 155)",
+                      "FP16: the training script's default (src/training/fullft/BERT_sst2_FullFT.py @ 9e14047, "
+                      "line 65, '--fp16' default True; only DeBERTa passes --no-fp16)",
+                      "1 epoch of 104,743 examples: ceil(104743 / 256) = 410 steps (" + _METHOD + ", lines 117, 147)"),
+             reading_j=PYTHIA_PLOT_J_PER_PX),
+    JobCurve("deberta-v2-xlarge/sst2",
+             f"{_PLOTS}, lines 20-27 ('sst2_data' levels line 21, 'energy_j' lines 23-24, 'sst2_mode0_energy' "
+             f"line 27); batch 16, max length 128, FP32: {_METHOD}, lines 158, 162, 168; 4209 steps: line 146",
+             "validation", "deberta-v2-xlarge", "sst2", 16, 128, "fp32", 4209,
+             dict(zip(STUDY_LEVELS_MHZ, (55292.41, 47512.24, 43025.92, 41044.05, 40927.33, 40981.54, 42053.11,
+                                         44378.81, 46298.01, 49986.88, 52475.58), strict=True)),
+             52317.17),
+    JobCurve("gemma-2b/qnli",
+             "src/plots/gemma2b_qnli.py @ acf9cd7 (unchanged @ 9e14047), lines 12-19 ('config' lines 12-14, "
+             "'energy_j' lines 17-18: Mode0 first, then 306, 408, 510, 1224, 1300 MHz)",
+             "validation", "gemma-2b", "qnli", 16, 256, "fp16", 6547,
+             {306.0: 721533.29, 408.0: 615101.16, 510.0: 595930.38, 1224.0: 712022.74, 1300.5: 748437.96},
+             694858.59,
+             assumed=("batch 16: not stated for Gemma-2B; the study's batch for its other large model (DeBERTa, "
+                      + _METHOD + ", line 159)",
+                      "FP16: the training script's default (src/training/fullft/BERT_sst2_FullFT.py @ 9e14047, line 65)",
+                      "max length 256 and 1 epoch: the study's QNLI settings (" + _METHOD + ", lines 147, 162): "
+                      "ceil(104743 / 16) = 6547 steps")),
+)
+
+
+def job_curves(role: str | None = None) -> list[JobCurve]:
+    """The whole-job curves with ``role`` (``fit`` / ``validation``), or all."""
+    return [c for c in JOB_CURVES if role is None or c.role == role]

@@ -31,8 +31,10 @@ import numpy as np
 from dvfslab.core.errors import DvfsError
 from dvfslab.hw.jetson.nvpmodel import PowerMode
 from dvfslab.sim.model import (
+    GEMM_SPEEDUP,
     KERNELS_FIXED,
     KERNELS_PER_LAYER,
+    PRECISIONS,
     SimWorkload,
     batch_work,
     ops_of,
@@ -47,7 +49,7 @@ DEFAULT_GEMM_EFFICIENCY = 0.75
 #: kernels per dispatched operator: (70·12 + 80) kernels over 184·12 + 72 + 2.4·201 operators (BERT-base)
 DEFAULT_KERNELS_PER_OP = 0.33
 SPEC_STEPS = 200  # the run whose mean step a catalog spec is (as --explain)
-GOVERNOR_POLLS = 400  # 20 s of 50 ms polls; the second half is the governor's steady state
+GOVERNOR_POLLS = 800  # 20 s of 25 ms polls (podgov.PodGovernor.poll_s); the second half is its steady state
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class WorkloadSpec:
     batch_size: int
     gemm_efficiency: float = DEFAULT_GEMM_EFFICIENCY
     kernels_per_step: float | None = None
+    precision: str = "fp32"  # the GEMMs' precision: fp32, fp16 or bf16 (model.GEMM_SPEEDUP)
+    seq_len: int | None = None  # the maximum (truncation) length the spec was made for; informative
 
     @property
     def kernels(self) -> float:
@@ -76,13 +80,16 @@ def spec_from_mapping(data: Mapping, where: str) -> WorkloadSpec:
     for key in REQUIRED:
         if key not in data:
             raise DvfsError(f"{where}: field {key!r} is missing; a spec needs {', '.join(REQUIRED)} {hint}")
-    known = {*REQUIRED, "gemm_efficiency", "kernels_per_step"}
+    known = {*REQUIRED, "gemm_efficiency", "kernels_per_step", "precision", "seq_len"}
     extra = sorted(set(data) - known)
     if extra:
         raise DvfsError(f"{where}: unknown field(s) {extra}; a spec has {', '.join(sorted(known))} {hint}")
+    precision = data.get("precision", "fp32")
+    if precision not in PRECISIONS:
+        raise DvfsError(f"{where}: field 'precision' must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     values = {}
-    for key in known - {"name"}:
-        if key not in data or (key == "kernels_per_step" and data[key] is None):
+    for key in known - {"name", "precision"}:
+        if key not in data or (key in ("kernels_per_step", "seq_len") and data[key] is None):
             continue
         v = data[key]
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
@@ -95,7 +102,10 @@ def spec_from_mapping(data: Mapping, where: str) -> WorkloadSpec:
                         f"got {values['gemm_efficiency']!r}")
     if int(values["batch_size"]) != values["batch_size"]:
         raise DvfsError(f"{where}: field 'batch_size' must be a whole number, got {values['batch_size']!r}")
-    return WorkloadSpec(name=str(data["name"]), **{**values, "batch_size": int(values["batch_size"])})
+    if "seq_len" in values:
+        values["seq_len"] = int(values["seq_len"])
+    return WorkloadSpec(name=str(data["name"]), **{**values, "batch_size": int(values["batch_size"])},
+                        precision=str(precision))
 
 
 def load_spec(path: str | os.PathLike) -> WorkloadSpec:
@@ -110,24 +120,48 @@ def load_spec(path: str | os.PathLike) -> WorkloadSpec:
     return spec_from_mapping(data, str(path))
 
 
-def catalog_spec(workload_id: str, profile: BoardProfile, *, seed: int = 0) -> WorkloadSpec:
-    """The spec of a catalog workload ``model/task``: the mean step of its 200-step run."""
+def catalog_spec(workload_id: str, profile: BoardProfile, *, seed: int = 0, batch_size: int | None = None,
+                 seq_len: int | None = None, precision: str = "fp32") -> WorkloadSpec:
+    """The spec of a catalog workload ``model/task``: the mean step of its 200-step run, with the
+    catalog's batch size and maximum length unless ``batch_size`` / ``seq_len`` are given, in
+    ``precision``. ``gemm_efficiency`` is the share of the fp32 anchor rate (the precision's
+    speed-up is applied on top of it, :data:`~dvfslab.sim.model.GEMM_SPEEDUP`)."""
+    import dataclasses
+
     from dvfslab.sim.board import stable_seed
 
-    wl = SimWorkload.from_workload_id(workload_id)
+    kwargs = {k: v for k, v in (("batch_size", batch_size), ("max_seq_len", seq_len)) if v is not None}
+    for key, v in kwargs.items():
+        if int(v) < 1:
+            raise DvfsError(f"simulate: --{key.replace('max_', '').replace('_', '-')} must be a positive whole "
+                            f"number, got {v}")
+    wl = SimWorkload.from_workload_id(workload_id, precision=precision, **kwargs)
     rng = np.random.default_rng(np.random.SeedSequence(stable_seed(seed, wl.workload_id, "data")))
     s = wl.padded_lengths(rng, SPEC_STEPS)
-    flops, anchor, nbytes, _kernels = batch_work(profile, wl, s)
+    flops, _anchor, nbytes, _kernels = batch_work(profile, wl, s)
+    _f, anchor32, _b, _k = batch_work(profile, dataclasses.replace(wl, precision="fp32"), s)
     kernels = KERNELS_PER_LAYER * wl.n_layers + KERNELS_FIXED
     return WorkloadSpec(wl.workload_id, float(np.mean(flops)), float(np.mean(nbytes)), float(ops_of(profile, wl)),
                         round(wl.params_total / 1e6, 3), wl.batch_size,
-                        gemm_efficiency=float(np.sum(flops) / np.sum(anchor)), kernels_per_step=float(kernels))
+                        gemm_efficiency=float(np.sum(flops) / np.sum(anchor32)), kernels_per_step=float(kernels),
+                        precision=wl.precision, seq_len=wl.max_seq_len)
+
+
+def gemm_anchor_flops(spec: WorkloadSpec) -> float:
+    """A step's work at the anchor fp32 GEMM rate: FLOPs / efficiency / the precision's speed-up."""
+    return spec.flops_per_step / spec.gemm_efficiency / GEMM_SPEEDUP[spec.precision]
+
+
+def gemm_time_s(profile: BoardProfile, spec: WorkloadSpec, freq_mhz: float, mode: PowerMode) -> float:
+    """GPU seconds of a step's matmuls at ``freq_mhz`` (the GEMM part of the step's GPU time)."""
+    return gemm_anchor_flops(spec) / (profile.gemm_flops_at_fmax * freq_mhz / profile.fmax_mhz
+                                      * profile.tpc_fraction(mode))
 
 
 def _rows_at(profile: BoardProfile, spec: WorkloadSpec, levels: list[float], mode: PowerMode):
     cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
     one = np.ones((1, 1))
-    return work_rows(profile, one * spec.flops_per_step / spec.gemm_efficiency, one * spec.dram_bytes_per_step,
+    return work_rows(profile, one * gemm_anchor_flops(spec), one * spec.dram_bytes_per_step,
                      spec.kernels, np.asarray(levels, dtype=float)[None, :], mode,
                      profile.cpu_step_serial_ms * 1e-3 * cpu_ratio,
                      spec.cpu_ops_per_step * profile.cpu_op_us * 1e-6 * cpu_ratio, cpu_ratio=cpu_ratio)
@@ -149,14 +183,15 @@ def evaluate(spec: WorkloadSpec, mode: int | str = 0, board: str | BoardProfile 
     rest = sum(profile.other_rails_w.values())
     board_w = t.gpu_w[0] + t.cpu_w[0] + rest + t.dram_w[0]
     rows = [_entry(f, float(t.time_s[0, j]), float(t.cpu_w[0, j]), float(t.gpu_w[0, j]), float(board_w[j]),
-                   float(t.util[0, j])) for j, f in enumerate(levels)]
+                   float(t.util[0, j])) | {"gemm_time_per_step_s": gemm_time_s(profile, spec, f, pm)}
+            for j, f in enumerate(levels)]
     return {"source": "simulated", "board": profile.name, "workload": asdict(spec) | {"kernels_per_step": spec.kernels},
             "power_mode": _mode_dict(profile, pm), "levels": rows,
             "default_governor": _governed(profile, rows, levels, cap)}
 
 
 def _governed(profile: BoardProfile, rows: list[dict], levels: list[float], cap: float) -> dict:
-    """The emulated nvhost_podgov on this step repeated: each 50 ms poll sees the busy fraction of
+    """The emulated nvhost_podgov on this step repeated: each 25 ms poll sees the busy fraction of
     the level it ran at; the time-weighted mean over the second half of 20 s is its steady state."""
     gov = PodGovernor(profile.levels_mhz, cap)
     by_f = dict(zip(levels, rows, strict=True))
