@@ -48,6 +48,7 @@ from dvfslab.evaluation import selection as S
 from dvfslab.evaluation.govcv import SCHEME_WORDS, cv_replay, grouping
 from dvfslab.evaluation.recommend import nested_recommended, recommend, versus_fallback
 from dvfslab.governors import registry as G
+from dvfslab.governors.objective import LEAST_ENERGY, with_objective
 
 LEARNED = ("mlg", "curve")
 
@@ -78,7 +79,11 @@ def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str
     mlg = {"estimator": S.candidate_models(False, 0)[tree], "features": cols}
     probing = probing_names()
     cands_all = (*LEARNED, *probing)
-    protos, left_out = G.usable(G.make_all(["oracle", "ffg", *cands_all], {"mlg": mlg}), data)
+    names = ["oracle", "ffg", *cands_all]
+    # every governor optimises the run's objective (least energy, the paper's), so their regrets
+    # compare: zeus too, whose own default is Zeus's cost with eta = 0.5
+    params = with_objective({"mlg": mlg}, names, LEAST_ENERGY)
+    protos, left_out = G.usable(G.make_all(names, params), data)
     cands = [n for n in protos if n in cands_all]
     scheme = grouping(rows)
     cv = cv_replay(protos, data, schemes=[scheme])

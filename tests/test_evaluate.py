@@ -153,6 +153,15 @@ def test_fmax_dataset_baseline_is_the_top_level(tmp_path):
     table = F.feature_table(sweep)
     per = E.replay({"maxn": G.MaxnGovernor(), "top": G.FixedGovernor(1300.5).fit()}, sweep, table)
     assert (per["saving_pct"] == 0).all() and (per["slowdown_pct"] == 0).all()
+    # no MAXN runs here: the baseline row is the highest clock, and named so
+    assert set(per["policy"]) == {"max-clock", "top"} and sweep.baseline_name == "max-clock"
+
+
+def test_the_baseline_row_is_maxn_only_where_the_dataset_ran_maxn(tmp_path):
+    ds = load_dataset(make_dataset(tmp_path / "ds", baseline="maxn", models=["bert-tiny"]))
+    sweep = F.sweep_from_dataset(ds)
+    per = E.replay({"maxn": G.MaxnGovernor()}, sweep, F.feature_table(sweep))
+    assert set(per["policy"]) == {"maxn"}
 
 
 def test_paper_comparison_table(setup):

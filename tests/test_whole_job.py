@@ -80,7 +80,7 @@ def test_every_governor_is_charged_over_the_whole_job(hand):
     # B: no job_steps, the job is the run: 160 J vs 200 J, oracle 510 at 120 J: regret (160 - 120) / 200 = 20 %
     assert ffg_b["job_energy_j"] == 160.0 and ffg_b["job_regret_pct"] == pytest.approx(20.0)
     assert ffg_b["job_saving_pct"] == ffg_b["saving_pct"] == pytest.approx(20.0)
-    assert per.loc[("maxn", "A/t"), "job_energy_j"] == pytest.approx(1800.0) and per.loc[("maxn", "A/t"), "job_saving_pct"] == 0
+    assert per.loc[("max-clock", "A/t"), "job_energy_j"] == pytest.approx(1800.0) and per.loc[("max-clock", "A/t"), "job_saving_pct"] == 0  # fmax: the top clock
     assert per.loc[("oracle", "B/t"), "job_energy_j"] == 120.0 and (per["probe_units"].loc[["ffg", "oracle"]] == 0).all()
     # zeus-sim on A: one unit split over 1020, 714, 510 (1/3 each): (1.8 + 1.5 + 2.0) / 3 = 1.766667 J and
     # (0.6 + 0.8 + 1.0) / 3 = 0.8 s; least measured per unit 1.5 J -> 714; the rest: 10 x 150 J minus the first

@@ -91,6 +91,10 @@ def baseline_means(runs: pd.DataFrame, levels: pd.DataFrame, kind: str) -> pd.Da
     return out[cols].sort_values("workload_id").reset_index(drop=True)
 
 
+#: the baseline row's name by meta.json ``baseline`` (:attr:`Sweep.baseline_name`)
+BASELINE_NAMES = {"maxn": "maxn", "fmax": "max-clock", "max_level": "max-limit"}
+
+
 class Sweep:
     """Level means, baselines and workloads of one dataset, with fast per-workload lookups."""
 
@@ -112,6 +116,13 @@ class Sweep:
     @property
     def simulated(self) -> bool:
         return self.source == "simulated"
+
+    @property
+    def baseline_name(self) -> str:
+        """What the baseline row is called: ``maxn`` only where the dataset says its baseline runs
+        were nvpmodel MAXN (``baseline: maxn``); else the knob's highest level, ``max-clock``
+        (``fmax``) or ``max-limit`` (``max_level``, a power limit)."""
+        return BASELINE_NAMES.get(self.baseline_kind, "maxn")
 
     def workload_ids(self, split: str | None = None) -> list[str]:
         """Workloads with both level runs and a baseline, optionally of one split."""

@@ -183,6 +183,8 @@ def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep,
     records = rows_in.to_dict("records")
     rows = [replay_one(n, g, sweep, w, steps, plan_job_units) for n, g in govs.items() for w in records]
     out = pd.DataFrame(rows, columns=PER_WORKLOAD_COLUMNS)
+    # the baseline row is named from the dataset: maxn only where its baseline runs were MAXN
+    out["policy"] = out["policy"].replace({"maxn": sweep.baseline_name})
     out["saving_pct"] = 100.0 * (1.0 - out["energy_j"] / out["baseline_energy_j"])
     out["slowdown_pct"] = 100.0 * (out["time_s"] / out["baseline_time_s"] - 1.0)
     out["regret_pct"] = 100.0 * (out["energy_j"] - out["oracle_energy_j"]) / out["baseline_energy_j"]
