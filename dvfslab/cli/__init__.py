@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        module.register(sub)
+        if hasattr(module, "register"):  # a sub-command group (common: the helpers they share)
+            module.register(sub)
     return parser
 
 

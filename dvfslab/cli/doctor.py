@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dvfslab.cli import hardware
+from dvfslab.cli import common
 from dvfslab.hw.base import BackendUnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--dataset", metavar="DIR",
                    help="check a past dataset (or sweep directory) instead of the board: does it validate, and did "
                         "the memory clock or the CPU clusters wander across (or during) its runs")
-    hardware._common(p)
+    common.board_options(p)
     p.set_defaults(func=run)
 
 
@@ -105,7 +105,7 @@ def jetson_report(args, t: TimeSource | None = None, io=None) -> list:
     from dvfslab.hw.doctor import check_lock, check_other_clocks, jetson_checks
     from dvfslab.hw.jetson.clocks import JetsonClocks
 
-    io = io if io is not None else hardware._io(args)
+    io = io if io is not None else common.sysfs_io(args)
     t = t or TimeSource.for_io(io)
     clocks = JetsonClocks(io=io, state_dir=args.state_dir, handle_signals=True)
     with clocks:  # restores on exit and on SIGINT / SIGTERM

@@ -26,7 +26,7 @@ import argparse
 import signal
 import sys
 
-from dvfslab.cli import hardware
+from dvfslab.cli import common, hardware
 from dvfslab.hw.base import BackendUnavailableError, DvfsError, format_mhz
 
 RECOMMENDED = "recommended"
@@ -104,7 +104,7 @@ def register(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the decision (or that it is made while the job runs) "
                                                           "and exit")
     hardware.pin_arguments(p)
-    hardware._common(p)
+    common.board_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
 
@@ -131,7 +131,7 @@ def _clock_control(args):
               "not touched", file=sys.stderr)
         return get_backend("sim").clocks
     try:
-        return hardware._clocks(args)
+        return common.open_clocks(args)
     except BackendUnavailableError as err:
         hint = " (or --backend sim to try it on the simulated board)" if args.backend == "auto" else ""
         raise DvfsError(f"no Jetson GPU clock control under {args.sysfs_root}: {err}{hint}") from None
@@ -261,7 +261,7 @@ def _backend(args, feats: dict):
         return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, False
     from dvfslab.hw.jetson.backend import open_backend
 
-    io = hardware._io(args)
+    io = common.sysfs_io(args)
     try:
         be = open_backend(io=io, state_dir=args.state_dir)
     except BackendUnavailableError as err:
@@ -303,7 +303,7 @@ def _run_governed(args, gov, source) -> int:
                       settle_s=settle_s, unit=feed.unit)
     job = GovernedJob(gov, feats, probe, log, baseline_windows=args.baseline_windows,
                       simulated=simulated, say=say)
-    fwd = hardware._Forwarder()
+    fwd = common.Forwarder()
     fwd.install()
     rc: int | None = None
     try:
@@ -315,14 +315,14 @@ def _run_governed(args, gov, source) -> int:
             poller.start()
         try:
             job.run()
-        except hardware._Signalled:
+        except common.Signalled:
             raise  # already forwarded to the command by the handler
         except BaseException:
             fwd.forward(signal.SIGTERM)  # the governor failed: stop the command too
             raise
-        rc = hardware._exit_code(fwd.child.wait())
+        rc = common.exit_code(fwd.child.wait())
         return rc
-    except hardware._Signalled as sig:
+    except common.Signalled as sig:
         if not fwd.forwarded:
             fwd.forward(sig.signum)
         clocks.reset()  # restore first, then wait for the command to finish
@@ -345,4 +345,4 @@ def _run_governed(args, gov, source) -> int:
         if hasattr(clocks, "restored_line"):
             say(clocks.restored_line())
         elif hasattr(clocks, "state"):
-            say(f"clocks restored: {hardware._state_line(clocks.state())}")
+            say(f"clocks restored: {common.state_line(clocks.state())}")

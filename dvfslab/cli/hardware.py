@@ -24,22 +24,21 @@ import signal
 import subprocess
 import sys
 
+from dvfslab.cli.common import (
+    Forwarder,
+    Signalled,
+    board_options,
+    exit_code,
+    open_clocks,
+    state_line,
+    sysfs_io,
+)
 from dvfslab.hw.base import ClockControl, DvfsError, format_mhz
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sysfs-root", default="/", metavar="DIR",
-                   help="root of the sysfs tree (default /; a fake tree in tests)")
-    p.add_argument("--sysfs-io", default=None, metavar="MODULE:CLASS",
-                   help="sysfs I/O class for a test tree, e.g. dvfslab.testing.fake_sysfs:FakeKernelIO "
-                        "(default $DVFSLAB_SYSFS_IO; refused with the real root /)")
-    p.add_argument("--state-dir", default=None, metavar="DIR",
-                   help="where the original clocks are saved (default $DVFSLAB_STATE_DIR or ~/.local/state/dvfslab)")
 
 
 def register(sub) -> None:
     p = sub.add_parser("devices", help="show clock control, power rails, permissions, board, power mode")
-    _common(p)
+    board_options(p)
     p.set_defaults(func=run_devices)
 
     p = sub.add_parser("clocks", help="list, set or restore the Jetson GPU clock")
@@ -49,14 +48,14 @@ def register(sub) -> None:
     g.add_argument("--restore", action="store_true", help="restore the clocks saved before the first change")
     p.add_argument("--nearest", action="store_true", help="with --set: snap to the nearest level")
     pin_arguments(p, "with --set: ")
-    _common(p)
+    board_options(p)
     p.set_defaults(func=run_clocks)
 
     p = sub.add_parser("run", help="run a command with the GPU pinned, then restore the clocks")
     p.add_argument("--freq", type=float, required=True, metavar="MHZ", help="GPU level to lock")
     p.add_argument("--nearest", action="store_true", help="snap --freq to the nearest level")
     pin_arguments(p)
-    _common(p)
+    board_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run_command)
 
@@ -98,25 +97,6 @@ def pin_others(clocks: ClockControl, settings: dict) -> list[str]:
     return lines
 
 
-def _io(args):
-    """The sysfs I/O for ``--sysfs-root`` (``--sysfs-io`` / ``$DVFSLAB_SYSFS_IO`` injected)."""
-    from dvfslab.hw.jetson.sysfs import default_io
-
-    return default_io(args.sysfs_root, getattr(args, "sysfs_io", None))
-
-
-def _clocks(args, handle_signals: bool = False):
-    from dvfslab.hw.jetson.clocks import JetsonClocks
-
-    return JetsonClocks(io=_io(args), state_dir=args.state_dir, handle_signals=handle_signals)
-
-
-def _state_line(st) -> str:
-    lock = "locked" if st.locked else "unlocked"
-    return (f"cur {format_mhz(st.cur_freq_mhz)} MHz, min {format_mhz(st.min_freq_mhz)} MHz, "
-            f"max {format_mhz(st.max_freq_mhz)} MHz, governor {st.governor} ({lock})")
-
-
 # -- devices --------------------------------------------------------------------------------
 def _jetson_lines(args, io) -> list[str]:
     from dvfslab.hw.jetson.backend import open_backend
@@ -127,7 +107,7 @@ def _jetson_lines(args, io) -> list[str]:
              f"power mode {d['power_mode'] or 'unknown (nvpmodel not found)'}",
              f"  GPU devfreq: {d['devfreq']} ({d['gpu']})",
              "  levels (MHz): " + " ".join(format_mhz(f) for f in d["levels_mhz"]),
-             "  clocks now: " + _state_line(clocks.state())] + _rule_lines(clocks) + _other_lines(clocks)
+             "  clocks now: " + state_line(clocks.state())] + _rule_lines(clocks) + _other_lines(clocks)
     if d["clock_writable"]:
         lines.append("  clock control: writable")
     else:
@@ -209,7 +189,7 @@ def _jtop_line(args) -> str:
 def run_devices(args) -> int:
     """Print what is available; exit 0 when a GPU backend was found, else 1."""
     found = False
-    io = _io(args)  # a refused --sysfs-io is an error, not "jetson: not available"
+    io = sysfs_io(args)  # a refused --sysfs-io is an error, not "jetson: not available"
     try:
         lines = _jetson_lines(args, io)
         found = True
@@ -223,7 +203,7 @@ def run_devices(args) -> int:
 
 # -- clocks ---------------------------------------------------------------------------------
 def run_clocks(args) -> int:
-    clocks = _clocks(args)
+    clocks = open_clocks(args)
     if args.set is None and (args.emc is not None or args.cpu is not None):
         raise DvfsError("--emc / --cpu go with --set GPU_MHZ (e.g. `dvfslab clocks --set 612 --emc max`)")
     if args.set is not None:
@@ -244,17 +224,17 @@ def run_clocks(args) -> int:
         saved = clocks.restore_saved()
         if saved is None:
             print(f"nothing to restore (no state file {clocks.state_file.path}); clocks now: "
-                  + _state_line(clocks.state()))
+                  + state_line(clocks.state()))
             return 0
         if saved.pid != os.getpid() and _alive(saved.pid):
             print(f"warning: pid {saved.pid}, which changed the clocks, is still running", file=sys.stderr)
         more = f", and the {' and '.join(sorted(saved.others))} clocks" if saved.others else ""
         print(f"restored governor {saved.governor}, min_freq {saved.min_freq_hz}, max_freq "
-              f"{saved.max_freq_hz}{more}; clocks now: " + _state_line(clocks.state()))
+              f"{saved.max_freq_hz}{more}; clocks now: " + state_line(clocks.state()))
         return 0
     st = clocks.state()
     print("levels (MHz): " + " ".join(format_mhz(f) for f in st.levels_mhz))
-    print("now: " + _state_line(st))
+    print("now: " + state_line(st))
     mode = clocks.power_mode()
     print(f"power mode: {mode.describe() if mode else 'unknown (nvpmodel not found)'}")
     print("\n".join(line.strip() for line in _rule_lines(clocks) + _other_lines(clocks)))
@@ -284,48 +264,6 @@ def _alive(pid: int) -> bool:
 
 
 # -- run ------------------------------------------------------------------------------------
-class _Signalled(BaseException):
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _Forwarder:
-    """SIGINT/SIGTERM handler: forward to the child; the first one also raises :class:`_Signalled`."""
-
-    def __init__(self):
-        self.child: subprocess.Popen | None = None
-        self.signum: int | None = None
-        self.forwarded = False
-        self._previous: dict[int, object] = {}
-
-    def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def uninstall(self) -> None:
-        for sig, prev in self._previous.items():
-            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
-
-    def forward(self, signum: int) -> None:
-        if self.child is not None and self.child.poll() is None:
-            try:
-                self.child.send_signal(signum)
-                self.forwarded = True
-            except ProcessLookupError:
-                pass
-
-    def _handle(self, signum: int, frame) -> None:
-        self.forward(signum)
-        if self.signum is None:
-            self.signum = signum
-            raise _Signalled(signum)
-
-
-def _exit_code(rc: int) -> int:
-    return 128 - rc if rc < 0 else rc
-
-
 def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
     """Lock ``args.freq`` (``None``: leave the clock alone), run ``args.cmd``, restore.
 
@@ -335,8 +273,8 @@ def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
     if not cmd:
         raise DvfsError(f"no command given; usage: {prog} ... -- CMD ARGS...")
-    clocks = _clocks(args) if clocks is None else clocks
-    fwd = _Forwarder()
+    clocks = open_clocks(args) if clocks is None else clocks
+    fwd = Forwarder()
     fwd.install()
     locked = False
     try:
@@ -353,8 +291,8 @@ def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
             fwd.child = subprocess.Popen(cmd)
         except OSError as err:
             raise DvfsError(f"cannot start {cmd[0]!r}: {err.strerror or err}") from err
-        return _exit_code(fwd.child.wait())
-    except _Signalled as sig:
+        return exit_code(fwd.child.wait())
+    except Signalled as sig:
         if not fwd.forwarded:
             fwd.forward(sig.signum)
         clocks.reset()  # restore first, then wait for the command to finish
@@ -366,4 +304,4 @@ def run_command(args, clocks=None, prog: str = "dvfslab run") -> int:
         clocks.reset()
         fwd.uninstall()
         if locked:
-            print(f"{prog}: clocks restored: {_state_line(clocks.state())}", file=sys.stderr)
+            print(f"{prog}: clocks restored: {state_line(clocks.state())}", file=sys.stderr)
