@@ -46,7 +46,7 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class Policy:
+class CpufreqPolicy:
     """One cpufreq policy: ``rel`` its directory under the root, ``related`` its CPUs, ``active``
     False when all of them are offline (then its attributes answer EBUSY)."""
 
@@ -85,7 +85,7 @@ def online_cpus(io: SysfsIO) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def find_policies(io: SysfsIO) -> list[Policy]:
+def find_policies(io: SysfsIO) -> list[CpufreqPolicy]:
     """Every cpufreq policy under the root, by first CPU, with the CPUs now online."""
     online = set(online_cpus(io))
     out = []
@@ -95,7 +95,7 @@ def find_policies(io: SysfsIO) -> list[Policy]:
             related = parse_cpu_list(io.read_text(f"{rel}/related_cpus"))
         except OSError:
             related = (int(d.name[6:]),)
-        out.append(Policy(d.name, rel, related, tuple(c for c in related if c in online)))
+        out.append(CpufreqPolicy(d.name, rel, related, tuple(c for c in related if c in online)))
     return sorted(out, key=lambda p: p.related[:1] or (int(p.name[6:]),))
 
 
@@ -109,10 +109,10 @@ class CpuClusters:
         self.io = io
 
     # -- reading -----------------------------------------------------------------------------
-    def policies(self) -> list[Policy]:
+    def policies(self) -> list[CpufreqPolicy]:
         return find_policies(self.io)
 
-    def active(self) -> list[Policy]:
+    def active(self) -> list[CpufreqPolicy]:
         return [p for p in self.policies() if p.active]
 
     def support(self) -> str | None:
@@ -126,7 +126,7 @@ class CpuClusters:
             return f"not writable by this user: {', '.join(denied)}; {ROOT_FIX}"
         return None
 
-    def _table_khz(self, p: Policy) -> list[int]:
+    def _table_khz(self, p: CpufreqPolicy) -> list[int]:
         return sorted({int(v) for v in self.io.read_text(p.attr("scaling_available_frequencies")).split()})
 
     def levels_khz(self) -> list[int]:
@@ -137,7 +137,7 @@ class CpuClusters:
     def levels_mhz(self) -> list[float]:
         return [f / 1000.0 for f in self.levels_khz()]
 
-    def read_policy_mhz(self, p: Policy) -> float | None:
+    def read_policy_mhz(self, p: CpufreqPolicy) -> float | None:
         try:
             return self.io.read_int(p.attr("scaling_cur_freq")) / 1000.0
         except (OSError, ValueError, IndexError):
@@ -217,7 +217,7 @@ class CpuClusters:
                            "min_khz": self.io.read_int(p.attr("scaling_min_freq")), "max_khz": max_khz}
         return {"policies": out}
 
-    def _write_range(self, p: Policy, new_min: int, new_max: int) -> None:
+    def _write_range(self, p: CpufreqPolicy, new_min: int, new_max: int) -> None:
         from dvfslab.hw.jetson.clocks import plan_range_writes
 
         cur_min = self.io.read_int(p.attr("scaling_min_freq"))
@@ -298,4 +298,4 @@ class CpuClusters:
         return LockCheck(worst.requested_mhz, worst.measured_mhz, worst.status, worst.why + tail, source=worst.source)
 
 
-__all__ = ["CPUFREQ_DIR", "CPU_DIR", "CpuClusters", "Policy", "find_policies", "online_cpus", "parse_cpu_list"]
+__all__ = ["CPUFREQ_DIR", "CPU_DIR", "CpuClusters", "CpufreqPolicy", "find_policies", "online_cpus", "parse_cpu_list"]
