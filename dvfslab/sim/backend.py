@@ -30,9 +30,11 @@ __all__ = ["SimBackend", "SimClocks", "SimPowerReader", "SimTelemetry", "open_ba
 
 
 class SimPinnedClock(PinnedClock):
-    """A clock the twin accepts a pin for but does not model as pinned (its physics keep their
-    own EMC level and CPU clock): a pin is checked against the profile's levels and the power
-    mode's cap, held as requested and reported *unverified*; nothing is read back."""
+    """A clock the backend accepts a pin for but does not pass to the physics: a pin is checked
+    against the profile's levels and the power mode's cap, held as requested and reported
+    *unverified*; nothing is read back. The twin's physics can run at a pinned EMC and CPU clock
+    (:meth:`~dvfslab.sim.board.SimBoard.set_other_clocks`, issue #32), but a backend pin does not
+    reach it, so sweeps on the twin keep the EMC following the GPU clock (the pre-#32 numbers)."""
 
     def __init__(self, board: SimBoard, name: str):
         self.board, self.name = board, name
@@ -41,7 +43,7 @@ class SimPinnedClock(PinnedClock):
 
     def levels_mhz(self) -> list[float]:
         p = self.board.profile
-        return list(p.emc_levels_mhz) if self.name == "emc" else []  # the twin has no CPU table
+        return list(p.emc_levels_mhz if self.name == "emc" else p.cpu_levels_mhz)
 
     def max_allowed_mhz(self) -> float:
         p, mode = self.board.profile, self.board.mode
@@ -57,7 +59,8 @@ class SimPinnedClock(PinnedClock):
             raise DvfsError(f"{self.label}: {freq_mhz:g} MHz is above {top:g} MHz, the power mode's cap")
         self.pinned_mhz = float(freq_mhz)
         return LockCheck(float(freq_mhz), None, "unverified",
-                         f"the simulated board does not model a pinned {self.name} clock; its physics keep their own")
+                         f"the simulated board does not model a pinned {self.name} clock in a sweep (its backend "
+                         "does not pass pins to the physics)")
 
 
 class SimClocks(ClockControl):
