@@ -247,3 +247,13 @@ def test_joint_flags_out_of_place_get_one_line(capsys):
     assert main(["simulate", "--workload", "bert-small/rte", "--joint", "--emc-levels", "3199",
                  "--power-mode", "15W"]) != 0
     assert "EMC cap of power mode 1" in capsys.readouterr().err
+
+
+def test_the_table_form_names_the_joint_and_the_gpu_only_oracles(capsys):
+    """The text form prints the grid's size (11 × 4 × 5 in MAXN) and each oracle's setting."""
+    assert main(["simulate", "--workload", "bert-small/rte", "--joint"]) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED" in out
+    assert "joint grid: 11 GPU × 4 EMC × 5 CPU settings" in out
+    assert "lowest CPU+GPU J:" in out and "lowest board J:" in out
+    assert "GPU-only (EMC, CPU at the top)" in out
