@@ -257,3 +257,37 @@ def test_the_table_form_names_the_joint_and_the_gpu_only_oracles(capsys):
     assert "joint grid: 11 GPU × 4 EMC × 5 CPU settings" in out
     assert "lowest CPU+GPU J:" in out and "lowest board J:" in out
     assert "GPU-only (EMC, CPU at the top)" in out
+
+
+def test_backend_pins_reach_the_physics_only_when_asked():
+    """``open_backend(physical_pins=True)``: an EMC pin at 2133 MHz with the GPU at 1300.5 MHz (where
+    the EMC would follow to 3199) runs as SimBoard.set_other_clocks(emc_mhz=2133) does, reads back
+    2133 as verified, and ``reset`` returns to the follow rule. By default a pin is reported
+    unverified and the run is the unpinned one."""
+    from dvfslab.sim.backend import open_backend
+
+    wl = SimWorkload.from_workload_id("bert-small/rte")
+
+    def energy(backend_kwargs, pin_emc=None, board_pin=None):
+        be = open_backend("agx-orin-64gb", 5, **backend_kwargs)
+        be.clocks.lock(1300.5)
+        if pin_emc is not None:
+            check = be.clocks.other_clocks()["emc"].pin(pin_emc)
+        else:
+            check = None
+        if board_pin is not None:
+            be.board.set_other_clocks(emc_mhz=board_pin)
+        return be, check, be.board.train(wl, 10, run_key="r").energy_j
+
+    _, _, follow = energy({})
+    _, _, direct = energy({}, board_pin=2133.0)
+    be, check, physical = energy({"physical_pins": True}, pin_emc=2133.0)
+    assert physical == pytest.approx(direct, rel=1e-12) and physical != pytest.approx(follow, rel=1e-6)
+    assert (check.status, check.measured_mhz) == ("verified", 2133.0)
+    assert be.clocks.other_clocks()["emc"].read_mhz() == 2133.0
+    be.clocks.reset()
+    assert be.board.emc_mhz is None and be.clocks.other_clocks()["emc"].read_mhz() is None
+    _, check, default = energy({}, pin_emc=2133.0)
+    assert check.status == "unverified" and default == pytest.approx(follow, rel=1e-12)
+    with pytest.raises(DvfsError):  # not one of the EMC levels
+        open_backend("agx-orin-64gb", 5, physical_pins=True).clocks.other_clocks()["emc"].pin(1000.0)
