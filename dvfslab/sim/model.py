@@ -22,7 +22,12 @@ virtual clock, the governor and the protocols. Every parameter and its source is
   checkpoint writes, amortized over the run;
 * power: ``VDD_GPU_SOC = P_soc + k_emc·(f_emc − f_emc,idle) + e_byte·bytes/s + P_leak·(V/V_max)³ +
   (P_clk + P_dyn·activity)·(V/V_max)²·(f/f_max)``, with a linear V(f) above a floor and the EMC
-  level following the GPU clock; ``VDD_CPU_CV = P_idle + P_cluster·clusters + P_core·cores``.
+  level following the GPU clock; ``VDD_CPU_CV = P_idle + (P_cluster·clusters + P_core·cores)·(f_cpu/f_cpu,max)^k``;
+  the DRAM rail ``e_dram·bytes/s + k_dram·(f_emc − f_emc,idle)``;
+* the other clocks as inputs (issue #32): ``emc_mhz`` pins the EMC (bandwidth
+  ``∝ (f_emc/f_emc,top)^emc_bw_exp``, the EMC terms of the GPU/SoC and DRAM rails at that clock) and
+  ``cpu_mhz`` the CPU clusters (CPU times ∝ ``f_cpu,max/f_cpu``, the CPU rail as above); None keeps
+  the rules above (:func:`clock_inputs` checks them against the mode's caps).
 """
 
 from __future__ import annotations
