@@ -2,9 +2,10 @@
 
 * ``--out DIR [--seed N] [--board B] [--quick]``: a (simulated) dataset;
 * ``--explain model/task``: where a step's energy goes, level by level;
-* ``--workload SPEC.json|model/task --power-mode MODE [--json]`` (or ``--print-spec``): one workload
+* ``--workload SPEC.json|model/task --power-mode MODE [--json] [--joint]`` (or ``--print-spec``): one workload
   in one nvpmodel mode, every allowed level and the default governor; for a catalog workload
-  ``--batch-size N --seq-len N --precision fp32|fp16|bf16`` override the catalog's;
+  ``--batch-size N --seq-len N --precision fp32|fp16|bf16`` override the catalog's; ``--joint``
+  (or ``--emc-levels`` / ``--cpu-levels``) adds the GPU × EMC × CPU grid;
 * ``--ensemble N [--quick] --out DIR``: the findings as p5/p50/p95 bands over N parameter sets
   consistent with the readings (``DIR/ensemble.json``).
 """
@@ -43,6 +44,13 @@ def register(sub) -> None:
                    help="with --workload model/task: the GEMMs' precision (fp16/bf16: mixed precision on the tensor "
                         "cores, docs/calibration.md; default fp32)")
     p.add_argument("--json", action="store_true", help="with --workload: print JSON instead of a table")
+    p.add_argument("--joint", action="store_true",
+                   help="with --workload: also the grid over the GPU, EMC and CPU clocks (the board's EMC levels and "
+                        "the nvpmodel modes' CPU clocks under the mode's caps) and its lowest-energy settings")
+    p.add_argument("--emc-levels", default=None, metavar="LIST",
+                   help="with --workload: the EMC clocks (MHz, comma-separated) of the joint grid (implies --joint)")
+    p.add_argument("--cpu-levels", default=None, metavar="LIST",
+                   help="with --workload: the CPU clocks (MHz, comma-separated) of the joint grid (implies --joint)")
     p.add_argument("--print-spec", action="store_true",
                    help="with --workload model/task: print that catalog workload's spec as JSON (to edit) and exit")
     p.add_argument("--ensemble", type=int, default=None, metavar="N",
@@ -84,8 +92,9 @@ def run(args) -> int:
         return 0
     if args.workload:
         return _workload(args)
-    if args.print_spec or args.json:
-        raise DvfsError("simulate: --print-spec and --json go with --workload SPEC.json|model/task")
+    if args.print_spec or args.json or args.joint or args.emc_levels or args.cpu_levels:
+        raise DvfsError("simulate: --print-spec, --json, --joint, --emc-levels and --cpu-levels go with "
+                        "--workload SPEC.json|model/task")
     if not args.out:
         raise DvfsError("simulate: --out DIR is required (or --explain WORKLOAD, or --workload SPEC)")
     plan = simulation_plan(board=args.board, seed=args.seed, quick=args.quick, models=args.models,
@@ -106,6 +115,22 @@ def run(args) -> int:
           f"{0 if ds.steps is None else len(ds.steps)} step rows "
           f"(SIMULATED on {ds.meta['device']['board']}, seed {args.seed})")
     return 0
+
+
+def _mhz_list(text: str | None, flag: str) -> list[float] | None:
+    """``"2133,3199"`` -> ``[2133.0, 3199.0]`` (None stays None); one line naming ``flag`` otherwise."""
+    from dvfslab.hw.base import DvfsError
+
+    if text is None:
+        return None
+    try:
+        out = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        out = []
+    if not out:
+        raise DvfsError(f"simulate: {flag} takes clocks in MHz separated by commas (e.g. {flag} 2133,3199), "
+                        f"got {text!r}")
+    return out
 
 
 def _workload(args) -> int:
@@ -131,6 +156,8 @@ def _workload(args) -> int:
 
         print(json.dumps(asdict(spec), indent=1))
         return 0
-    result = evaluate(spec, args.power_mode, profile)
+    result = evaluate(spec, args.power_mode, profile, joint=args.joint,
+                      emc_levels=_mhz_list(args.emc_levels, "--emc-levels"),
+                      cpu_levels=_mhz_list(args.cpu_levels, "--cpu-levels"))
     print(json.dumps(result, indent=1) if args.json else evaluation_text(result))
     return 0

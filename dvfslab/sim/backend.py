@@ -30,18 +30,23 @@ __all__ = ["SimBackend", "SimClocks", "SimPowerReader", "SimTelemetry", "open_ba
 
 
 class SimPinnedClock(PinnedClock):
-    """A clock the twin accepts a pin for but does not model as pinned (its physics keep their
-    own EMC level and CPU clock): a pin is checked against the profile's levels and the power
-    mode's cap, held as requested and reported *unverified*; nothing is read back."""
+    """The EMC or the CPU clusters' clock of the simulated board.
 
-    def __init__(self, board: SimBoard, name: str):
-        self.board, self.name = board, name
+    By default (``physical=False``) a pin is checked against the power mode's cap, held as
+    requested and reported *unverified*; it does not reach the physics, so sweeps on the twin keep
+    the EMC following the GPU clock (the pre-#32 numbers). With ``physical=True`` (``open_backend(...,
+    physical_pins=True)``) a pin must be one of the profile's levels and the twin runs at it
+    (:meth:`~dvfslab.sim.board.SimBoard.set_other_clocks`, issue #32): it reads back as pinned,
+    *verified* (simulated)."""
+
+    def __init__(self, board: SimBoard, name: str, physical: bool = False):
+        self.board, self.name, self.physical = board, name, bool(physical)
         self.label = {"emc": "EMC (memory clock, simulated)", "cpu": "CPU clusters (simulated)"}[name]
         self.pinned_mhz: float | None = None
 
     def levels_mhz(self) -> list[float]:
         p = self.board.profile
-        return list(p.emc_levels_mhz) if self.name == "emc" else []  # the twin has no CPU table
+        return list(p.emc_levels_mhz if self.name == "emc" else p.cpu_levels_mhz)
 
     def max_allowed_mhz(self) -> float:
         p, mode = self.board.profile, self.board.mode
@@ -49,23 +54,38 @@ class SimPinnedClock(PinnedClock):
         return max([f for f in self.levels_mhz() if f <= cap + 1e-6] or [cap])
 
     def read_mhz(self) -> float | None:
-        return None
+        return self.pinned_mhz if self.physical else None
 
     def pin(self, freq_mhz: float) -> LockCheck:
         top = self.max_allowed_mhz()
         if freq_mhz > top + 0.5:
             raise DvfsError(f"{self.label}: {freq_mhz:g} MHz is above {top:g} MHz, the power mode's cap")
-        self.pinned_mhz = float(freq_mhz)
-        return LockCheck(float(freq_mhz), None, "unverified",
-                         f"the simulated board does not model a pinned {self.name} clock; its physics keep their own")
+        if not self.physical:
+            self.pinned_mhz = float(freq_mhz)
+            return LockCheck(float(freq_mhz), None, "unverified",
+                             f"the simulated board does not model a pinned {self.name} clock in a sweep (its backend "
+                             "does not pass pins to the physics)")
+        level = check_level(freq_mhz, self.levels_mhz())
+        clocks = {"emc_mhz": self.board.emc_mhz, "cpu_mhz": self.board.cpu_mhz, f"{self.name}_mhz": level}
+        self.board.set_other_clocks(**clocks)
+        self.pinned_mhz = level
+        return LockCheck(level, level, "verified", f"the twin runs at the pinned {self.name} clock (simulated)",
+                         source="twin")
+
+    def release(self) -> None:
+        """Back to the twin's own rule (the EMC follows the GPU clock; the CPU at the mode's top)."""
+        self.pinned_mhz = None
+        if self.physical:
+            clocks = {"emc_mhz": self.board.emc_mhz, "cpu_mhz": self.board.cpu_mhz, f"{self.name}_mhz": None}
+            self.board.set_other_clocks(**clocks)
 
 
 class SimClocks(ClockControl):
     """:class:`~dvfslab.hw.base.ClockControl` of a :class:`SimBoard`."""
 
-    def __init__(self, board: SimBoard):
+    def __init__(self, board: SimBoard, physical_pins: bool = False):
         self.board = board
-        self._others = {name: SimPinnedClock(board, name) for name in ("emc", "cpu")}
+        self._others = {name: SimPinnedClock(board, name, physical_pins) for name in ("emc", "cpu")}
 
     def other_clocks(self) -> dict[str, SimPinnedClock]:
         return dict(self._others)
@@ -86,7 +106,7 @@ class SimClocks(ClockControl):
     def reset(self) -> None:
         self.board.unlock()
         for clock in self._others.values():
-            clock.pinned_mhz = None
+            clock.release()
 
 
 class SimPowerReader(PowerReader):
@@ -155,10 +175,12 @@ def sim_board(backend: Backend, who: str, fix: str) -> SimBoard:
 
 
 def open_backend(board: str = "agx-orin-64gb", seed: int = 0, *, power_mode: int | str = 0,
-                 board_id: str | None = None, **_ignored) -> SimBackend:
+                 board_id: str | None = None, physical_pins: bool = False, **_ignored) -> SimBackend:
     """Open the simulated board ``board`` (see :data:`dvfslab.sim.model.PROFILES`) with noise seed ``seed``.
 
     ``board_id`` names this board in a fleet's records (default ``sim-<profile>-s<seed>``).
+    ``physical_pins``: EMC / CPU pins reach the twin's physics (:class:`SimPinnedClock`; default
+    off: the twin's numbers before issue #32 whatever is pinned).
 
     Keyword arguments meant for hardware backends (``sysfs_root`` …) are ignored.
     """
@@ -169,7 +191,8 @@ def open_backend(board: str = "agx-orin-64gb", seed: int = 0, *, power_mode: int
         "calibrated": p.calibrated, "power_mode": f"{b.mode.id} ({b.mode.name})",
         "governor": "nvhost_podgov (emulated)", "levels_mhz": list(p.levels_mhz), "rails": list(p.rails),
         "total_rails": list(p.total_rails),
+        "other_clocks": "EMC / CPU pins reach the physics" if physical_pins else "EMC / CPU pins accepted, not modelled",
         "note": "digital twin: every reading is simulated, not measured (see docs/calibration.md)",
     }
-    return SimBackend(name="sim", clocks=SimClocks(b), power=SimPowerReader(b), telemetry=SimTelemetry(b),
+    return SimBackend(name="sim", clocks=SimClocks(b, physical_pins), power=SimPowerReader(b), telemetry=SimTelemetry(b),
                       clock=b.now, description=description, board=b, simulated=True, virtual_time=True)

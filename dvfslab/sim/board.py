@@ -38,6 +38,7 @@ from dvfslab.sim.model import (
     BoardProfile,
     SimWorkload,
     StepTable,
+    clock_inputs,
     get_profile,
     idle_power_w,
     step_table,
@@ -151,6 +152,10 @@ class SimBoard:
         self._locked: float | None = None
         self._freq = self.governor.fmin
         self._runs = 0
+        # the other clocks of a joint setting (issue #32): None = the EMC follows the GPU clock and the
+        # CPU runs at the mode's top clock; set them with set_other_clocks
+        self.emc_mhz: float | None = None
+        self.cpu_mhz: float | None = None
         self.sensor_rng = np.random.default_rng(np.random.SeedSequence(stable_seed(self.seed, "sensor")))
         self._set_idle_state()
 
@@ -183,6 +188,14 @@ class SimBoard:
     def unlock(self) -> None:
         """Hand the clock back to the governor (MAXN behaviour)."""
         self._locked = None
+
+    def set_other_clocks(self, emc_mhz: float | None = None, cpu_mhz: float | None = None) -> None:
+        """Pin the memory clock and the CPU clusters' clock for the next training calls (None:
+        the EMC follows the GPU clock, the CPU runs at the mode's top clock); refused above the
+        mode's caps (:func:`~dvfslab.sim.model.clock_inputs`)."""
+        clock_inputs(self.profile, self.mode, emc_mhz, cpu_mhz)
+        self.emc_mhz = None if emc_mhz is None else float(emc_mhz)
+        self.cpu_mhz = None if cpu_mhz is None else float(cpu_mhz)
 
     def _set_idle_state(self) -> None:
         gpu_w, cpu_w = idle_power_w(self.profile, self._freq, mode=self.mode)
@@ -273,10 +286,11 @@ class SimBoard:
         cpu_run, gpu_run, power_run = np.exp(run_rng.normal(0.0, [p.sigma_run_cpu, p.sigma_run_gpu, p.sigma_run_power]))
         cpu_scale = cpu_run * np.exp(run_rng.normal(0.0, p.sigma_step_cpu, size=n_steps))
         freqs = [self._locked] if self._locked is not None else self.governor.levels
+        clocks = {"emc_mhz": self.emc_mhz, "cpu_mhz": self.cpu_mhz}
         table = step_table(p, wl, seq, freqs, mode=self.mode, cpu_scale=cpu_scale, gpu_scale=gpu_run,
-                           power_scale=power_run)
+                           power_scale=power_run, **clocks)
         extra = phase_table(p, wl, n_steps, data_rng, freqs, mode=self.mode, cpu_scale=cpu_run, gpu_scale=gpu_run,
-                            power_scale=power_run)
+                            power_scale=power_run, **clocks)
         return table if extra is None else table.concat(extra)
 
     def _train_fixed(self, table: StepTable):

@@ -69,6 +69,12 @@ ASSUMED_RANGES: dict[str, tuple[float, float, str]] = {
     "soc_pj_per_byte": (8.0, 32.0, "DRAM traffic energy on VDD_GPU_SOC, ×0.5–×2 (LPDDR5 ≈ 4–6 pJ/bit in all)"),
     "dram_pj_per_byte": (8.0, 32.0, "DRAM traffic energy on VDDQ, ×0.5–×2"),
     "storage_write_mb_s": (100.0, 400.0, "checkpoint write speed of the developer kit's eMMC 5.1, not measured"),
+    "emc_bw_exp": (0.8, 1.0, "effective DRAM bandwidth ∝ (f_emc/3199 MHz)^x: the LPDDR5 peak is ∝ the clock (x = 1, "
+                   "the central value); fixed-latency overheads cost fewer cycles at a lower clock, so the achieved "
+                   "share can rise as the clock falls (x < 1); no AGX Orin STREAM-vs-EMC-clock curve was found"),
+    "dram_w_per_ghz": (0.0, 0.14, "VDDQ_VDD2_1V8AO watts per GHz of EMC clock above 2133 MHz: from none (the central "
+                       "value, the twin before issue #32) to all of the rail's idle 0.301 W ∝ the clock "
+                       "(0.301 / 2.133 GHz); no reading of the rail at another EMC clock was found"),
 }
 
 CALIBRATION_FORMAT = "dvfslab-calibration"

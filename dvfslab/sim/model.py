@@ -22,7 +22,12 @@ virtual clock, the governor and the protocols. Every parameter and its source is
   checkpoint writes, amortized over the run;
 * power: ``VDD_GPU_SOC = P_soc + k_emc·(f_emc − f_emc,idle) + e_byte·bytes/s + P_leak·(V/V_max)³ +
   (P_clk + P_dyn·activity)·(V/V_max)²·(f/f_max)``, with a linear V(f) above a floor and the EMC
-  level following the GPU clock; ``VDD_CPU_CV = P_idle + P_cluster·clusters + P_core·cores``.
+  level following the GPU clock; ``VDD_CPU_CV = P_idle + (P_cluster·clusters + P_core·cores)·(f_cpu/f_cpu,max)^k``;
+  the DRAM rail ``e_dram·bytes/s + k_dram·(f_emc − f_emc,idle)``;
+* the other clocks as inputs (issue #32): ``emc_mhz`` pins the EMC (bandwidth
+  ``∝ (f_emc/f_emc,top)^emc_bw_exp``, the EMC terms of the GPU/SoC and DRAM rails at that clock) and
+  ``cpu_mhz`` the CPU clusters (CPU times ∝ ``f_cpu,max/f_cpu``, the CPU rail as above); None keeps
+  the rules above (:func:`clock_inputs` checks them against the mode's caps).
 """
 
 from __future__ import annotations
@@ -295,21 +300,66 @@ def batch_work(profile: BoardProfile, wl: SimWorkload, s, *, forward_only: bool 
     return mm + att, anchor, nbytes, kernels
 
 
-def _gpu_times(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode):
-    """GPU seconds of matmuls, memory traffic and kernel floors at clocks ``f``, and the EMC level."""
+def clock_inputs(profile: BoardProfile, mode: PowerMode, emc_mhz=None, cpu_mhz=None) -> tuple[float | None, float]:
+    """Check a joint setting's other clocks against the mode's caps: ``(emc_mhz, cpu_mhz)``.
+
+    ``emc_mhz`` None keeps the EMC following the GPU clock (:func:`emc_mhz`); ``cpu_mhz`` None is
+    the mode's top CPU clock (the twin's behaviour before issue #32). A clock above the mode's cap
+    (nvpmodel's ``EMC MAX_FREQ`` / ``CPU_A78_* MAX_FREQ``) or not positive is refused, naming it.
+    """
+    where = f"power mode {mode.id} ({mode.name}) of the simulated {profile.name}"
+    emc_cap, cpu_cap = profile.emc_cap_mhz(mode), profile.cpu_max_mhz(mode)
+    if emc_mhz is not None:
+        emc_mhz = float(emc_mhz)
+        if not emc_mhz > 0:
+            raise DvfsError(f"EMC clock {emc_mhz:g} MHz: give a positive clock (the board's levels: "
+                            f"{', '.join(f'{f:g}' for f in profile.emc_levels_mhz)})")
+        if emc_mhz > emc_cap + 0.5:
+            raise DvfsError(f"EMC clock {emc_mhz:g} MHz is above {emc_cap:g} MHz, the EMC cap of {where}")
+    if cpu_mhz is None:
+        return emc_mhz, cpu_cap
+    cpu_mhz = float(cpu_mhz)
+    if not cpu_mhz > 0:
+        raise DvfsError(f"CPU clock {cpu_mhz:g} MHz: give a positive clock")
+    if cpu_mhz > cpu_cap + 0.05:
+        raise DvfsError(f"CPU clock {cpu_mhz:g} MHz is above {cpu_cap:g} MHz, the CPU cap of {where}")
+    return emc_mhz, cpu_mhz
+
+
+def emc_bandwidth_ratio(profile: BoardProfile, emc) -> np.ndarray:
+    """Effective DRAM bandwidth at EMC clock ``emc`` relative to the top level's (measured STREAM):
+    ``(f_emc/f_emc,top)^emc_bw_exp`` — the peak is ∝ the clock (LPDDR5, 256 bit: 204.8 GB/s at
+    3199 MHz); how the achieved share of it changes with the clock is the assumption ``emc_bw_exp``."""
+    return (np.asarray(emc, dtype=float) / profile.emc_levels_mhz[-1]) ** profile.emc_bw_exp
+
+
+def _gpu_times(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode, emc=None):
+    """GPU seconds of matmuls, memory traffic and kernel floors at clocks ``f``, and the EMC level
+    (``emc`` None: the level that follows the GPU clock, :func:`emc_mhz`)."""
     clock = f / profile.fmax_mhz * profile.tpc_fraction(mode)
     t_mm = anchor_flops / (profile.gemm_flops_at_fmax * clock)
-    emc = emc_mhz(profile, f, mode=mode)
+    emc = emc_mhz(profile, f, mode=mode) if emc is None else np.full(np.shape(f), float(emc))
     bw = profile.dram_bw_gbs * 1e9 * np.minimum(np.minimum(1.0, f / profile.bw_sat_mhz),
-                                                emc / profile.emc_levels_mhz[-1])
+                                                emc_bandwidth_ratio(profile, emc))
     t_kern = kernels * profile.kernel_min_us_at_fmax * 1e-6 / clock
     return t_mm, nbytes / bw, t_kern, emc
 
 
+def dram_rail_w(profile: BoardProfile, bytes_per_s, emc) -> np.ndarray:
+    """The DRAM traffic and clock power on the profile's ``dram_rail`` (W, above its idle watts):
+    ``e_dram·bytes/s + k_dram·(f_emc − f_emc,idle)``."""
+    return (profile.dram_pj_per_byte * 1e-12 * np.asarray(bytes_per_s, dtype=float)
+            + profile.dram_w_per_ghz * (np.asarray(emc, dtype=float) - profile.emc_idle_mhz) / 1000.0)
+
+
 def work_rows(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: PowerMode, t_serial, t_ops, *,
-              gpu_scale=1.0, power_scale=1.0, cpu_ratio: float = 1.0, phase: str = "train") -> StepTable:
-    """Time, utilization and rail power of batches of the given work (n, 1) at clocks ``f`` (1, k)."""
-    t_mm, t_mem, t_kern, emc = _gpu_times(profile, anchor_flops, nbytes, kernels, f, mode)
+              gpu_scale=1.0, power_scale=1.0, cpu_ratio: float = 1.0, phase: str = "train",
+              emc_mhz: float | None = None) -> StepTable:
+    """Time, utilization and rail power of batches of the given work (n, 1) at clocks ``f`` (1, k).
+
+    ``cpu_ratio`` is the CPU's top clock over the clock it runs at (the CPU times given are
+    already scaled by it); ``emc_mhz`` a pinned EMC clock (None: it follows the GPU clock)."""
+    t_mm, t_mem, t_kern, emc = _gpu_times(profile, anchor_flops, nbytes, kernels, f, mode, emc_mhz)
     t_gpu = (t_mm + t_mem + t_kern) * gpu_scale
     activity_busy = (profile.activity_matmul * t_mm + profile.activity_memory * t_mem
                      + profile.activity_kernel_overhead * t_kern) * gpu_scale / t_gpu
@@ -323,7 +373,7 @@ def work_rows(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: Pow
     parts = {k: np.broadcast_to(v, shape).astype(float) for k, v in parts.items()}
     cpu_w = cpu_rail_w(profile, min(profile.cpu_busy_cores_training, profile.cpu_online(mode)),
                        clusters=profile.cpu_clusters_training, cpu_clock_ratio=1.0 / cpu_ratio)
-    dram_w = profile.dram_pj_per_byte * 1e-12 * bytes_per_s
+    dram_w = dram_rail_w(profile, bytes_per_s, emc)
     return StepTable(f.ravel(), time_s, t_gpu * np.ones(shape), util, sum(parts.values()),
                      np.broadcast_to(cpu_w, shape).astype(float), np.broadcast_to(dram_w, shape).astype(float),
                      np.broadcast_to(nbytes, (shape[0], 1))[:, 0].astype(float),
@@ -331,16 +381,20 @@ def work_rows(profile: BoardProfile, anchor_flops, nbytes, kernels, f, mode: Pow
 
 
 def step_table(profile: BoardProfile, wl: SimWorkload, seq_len, freq_mhz, *, mode: PowerMode | None = None,
-               cpu_scale=1.0, gpu_scale=1.0, power_scale=1.0, first_step: bool = True) -> StepTable:
+               cpu_scale=1.0, gpu_scale=1.0, power_scale=1.0, first_step: bool = True,
+               emc_mhz: float | None = None, cpu_mhz: float | None = None) -> StepTable:
     """Time, utilization and rail power of each training step (padded length ``seq_len[i]``) at each clock.
 
     ``cpu_scale`` (scalar or per step), ``gpu_scale`` and ``power_scale`` are the run's noise
-    factors (1 = nominal). ``first_step`` adds the warm-up cost to step 0.
+    factors (1 = nominal). ``first_step`` adds the warm-up cost to step 0. ``emc_mhz`` /
+    ``cpu_mhz`` pin the memory clock and the CPU clusters' clock (None: the EMC follows the GPU
+    clock and the CPU runs at the mode's top clock, the twin's behaviour before issue #32).
     """
     mode = mode or profile.power_modes[0]
+    emc_mhz, cpu_now = clock_inputs(profile, mode, emc_mhz, cpu_mhz)
     s = np.asarray(seq_len, dtype=float)[:, None]
     f = np.atleast_1d(np.asarray(freq_mhz, dtype=float))[None, :]
-    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
+    cpu_ratio = profile.cpu_fmax_mhz / cpu_now
     cpu_scale = np.asarray(cpu_scale, dtype=float).reshape(-1, 1) * cpu_ratio
     t_ops = ops_of(profile, wl) * profile.cpu_op_us * 1e-6 * cpu_scale
     t_serial = profile.cpu_step_serial_ms * 1e-3 * cpu_scale
@@ -348,4 +402,4 @@ def step_table(profile: BoardProfile, wl: SimWorkload, seq_len, freq_mhz, *, mod
         t_serial = t_serial + np.where(np.arange(s.shape[0])[:, None] == 0, profile.first_step_extra_s, 0.0)
     _flops, anchor, nbytes, kernels = batch_work(profile, wl, s)
     return work_rows(profile, anchor, nbytes, kernels, f, mode, t_serial, t_ops, gpu_scale=gpu_scale,
-                     power_scale=power_scale, cpu_ratio=cpu_ratio, phase="train")
+                     power_scale=power_scale, cpu_ratio=cpu_ratio, phase="train", emc_mhz=emc_mhz)

@@ -28,7 +28,9 @@ from dvfslab.sim.model import (
     SimWorkload,
     StepTable,
     batch_work,
+    clock_inputs,
     cpu_rail_w,
+    dram_rail_w,
     emc_mhz,
     gpu_rail_parts_w,
     ops_of,
@@ -63,10 +65,13 @@ def checkpoint_s(profile: BoardProfile, wl: SimWorkload, n_steps: int) -> float:
 
 def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.random.Generator, freq_mhz, *,
                 mode: PowerMode, cpu_scale: float = 1.0, gpu_scale: float = 1.0,
-                power_scale: float = 1.0) -> StepTable | None:
-    """Rows of the workload's window phases after ``n_steps`` training steps (None: no phase)."""
+                power_scale: float = 1.0, emc_mhz: float | None = None,
+                cpu_mhz: float | None = None) -> StepTable | None:
+    """Rows of the workload's window phases after ``n_steps`` training steps (None: no phase);
+    ``emc_mhz`` / ``cpu_mhz`` as in :func:`~dvfslab.sim.model.step_table`."""
     f = np.atleast_1d(np.asarray(freq_mhz, dtype=float))[None, :]
-    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
+    emc_mhz, cpu_now = clock_inputs(profile, mode, emc_mhz, cpu_mhz)
+    cpu_ratio = profile.cpu_fmax_mhz / cpu_now
     scale = float(cpu_scale) * cpu_ratio
     tables = []
     if "evaluation" in wl.window_phases:
@@ -77,9 +82,9 @@ def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.ra
             _flops, anchor, nbytes, kernels = batch_work(profile, wl, s, forward_only=True)
             tables.append(work_rows(profile, anchor, nbytes, kernels, f, mode, EVAL_SERIAL_MS * 1e-3 * scale, t_ops,
                                     gpu_scale=gpu_scale, power_scale=power_scale, cpu_ratio=cpu_ratio,
-                                    phase="evaluation"))
+                                    phase="evaluation", emc_mhz=emc_mhz))
     if "checkpoint" in wl.window_phases and checkpoint_s(profile, wl, n_steps) > 0:
-        tables.append(_checkpoint_row(profile, wl, n_steps, f, mode, cpu_ratio, power_scale))
+        tables.append(_checkpoint_row(profile, wl, n_steps, f, mode, cpu_ratio, power_scale, emc_mhz))
     if not tables:
         return None
     out = tables[0]
@@ -89,14 +94,16 @@ def phase_table(profile: BoardProfile, wl: SimWorkload, n_steps: int, rng: np.ra
 
 
 def _checkpoint_row(profile: BoardProfile, wl: SimWorkload, n_steps: int, f, mode: PowerMode, cpu_ratio: float,
-                    power_scale: float) -> StepTable:
+                    power_scale: float, emc: float | None = None) -> StepTable:
     """One row: the GPU idle at its clock, one CPU core serializing and writing."""
     shape = f.shape
+    emc_now = emc_mhz(profile, f, mode=mode) if emc is None else np.full(shape, float(emc))
     parts = gpu_rail_parts_w(profile, f, 0.0, 0.0, tpc_fraction=profile.tpc_fraction(mode), power_scale=power_scale,
-                             emc=emc_mhz(profile, f, mode=mode))
+                             emc=emc_now)
     parts = {k: np.broadcast_to(v, shape).astype(float) for k, v in parts.items()}
     cpu_w = cpu_rail_w(profile, 1.0, clusters=1.0, cpu_clock_ratio=1.0 / cpu_ratio)
     zeros = np.zeros(shape)
     return StepTable(f.ravel(), np.full(shape, checkpoint_s(profile, wl, n_steps)), zeros, zeros.copy(),
-                     sum(parts.values()), np.full(shape, float(cpu_w)), zeros.copy(), np.zeros(1),
+                     sum(parts.values()), np.full(shape, float(cpu_w)), dram_rail_w(profile, 0.0, emc_now) + zeros,
+                     np.zeros(1),
                      np.array(["checkpoint"], dtype=object), parts)

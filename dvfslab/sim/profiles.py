@@ -100,6 +100,11 @@ class BoardProfile:
     ambient_c: float = 25.0
     thermal_r_c_per_w: float = 1.2
     thermal_tau_s: float = 60.0
+    # the other clocks as inputs (issue #32): how effective DRAM bandwidth scales with the EMC clock,
+    # the DRAM rail's EMC-clock term, and the CPU clusters' table (docs/calibration.md, section 1)
+    emc_bw_exp: float = 1.0  # effective bandwidth ∝ (f_emc / f_emc,top)^emc_bw_exp (1: ∝ the clock)
+    dram_w_per_ghz: float = 0.0  # dram_rail watts per GHz of EMC clock above emc_idle_mhz (0: no clock term)
+    cpu_levels_mhz: tuple[float, ...] = ()  # the CPU clusters' cpufreq table (empty: not known)
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -146,6 +151,16 @@ class BoardProfile:
     def emc_cap_mhz(self, mode: PowerMode) -> float:
         return self.emc_levels_mhz[-1] if mode.emc_max_mhz is None else mode.emc_max_mhz
 
+    def emc_allowed_mhz(self, mode: PowerMode) -> tuple[float, ...]:
+        """The EMC levels the mode allows (at or below its EMC cap)."""
+        cap = self.emc_cap_mhz(mode)
+        return tuple(f for f in self.emc_levels_mhz if f <= cap + 0.5)
+
+    def cpu_allowed_mhz(self, mode: PowerMode) -> tuple[float, ...]:
+        """The CPU table's clocks the mode allows (at or below its CPU cap)."""
+        cap = self.cpu_max_mhz(mode)
+        return tuple(f for f in self.cpu_levels_mhz if f <= cap + 0.05)
+
 
 def with_params(profile: BoardProfile, params: Mapping[str, float]) -> BoardProfile:
     """``profile`` with some parameters replaced; a rail name sets that rail's idle watts."""
@@ -158,6 +173,11 @@ def with_params(profile: BoardProfile, params: Mapping[str, float]) -> BoardProf
 
 
 from dvfslab.core.boards import ORIN_LEVELS_MHZ, XAVIER_LEVELS_MHZ  # noqa: E402  (one board table)
+
+#: the AGX Orin's CPU clusters' cpufreq table (MHz): 115.2 MHz in steps of 76.8 MHz to 2188.8, then
+#: 2201.6 (the table of public Orin DVFS studies, as the fake sysfs writes it; every CPU clock of the
+#: nvpmodel dump — MIN_FREQ 729.6, the caps 1113.6 / 1497.6 / 1728 and the top 2201.6 — lies on it)
+ORIN_CPU_LEVELS_MHZ = tuple(round(115.2 + 76.8 * k, 1) for k in range(28)) + (2201.6,)
 
 
 def orin_power_modes() -> tuple[PowerMode, ...]:
@@ -189,7 +209,7 @@ def agx_orin_64gb(fitted: Mapping[str, float]) -> BoardProfile:
         activity_matmul=0.85, activity_memory=0.45, activity_kernel_overhead=0.30,
         soc_pj_per_byte=16.0, dram_pj_per_byte=16.0,
         cpu_busy_cores_training=1.3, cpu_clusters_training=1.0, storage_write_mb_s=200.0,
-        checkpoint_bytes_per_param=12.0,
+        checkpoint_bytes_per_param=12.0, emc_bw_exp=1.0, dram_w_per_ghz=0.0, cpu_levels_mhz=ORIN_CPU_LEVELS_MHZ,
         **{k: float(fitted[k]) for k in ORIN_FITTED if k not in rails},
     )
 

@@ -5,7 +5,10 @@
 ``cpu_ops_per_step`` (operators dispatched), ``params_m`` and ``batch_size`` — and prints, for
 every GPU level the mode allows and for the mode's default governor (the emulated
 ``nvhost_podgov``, capped by the mode), the time of a step, the CPU, GPU and board power and the
-energy of a step (:func:`evaluate`). The mode is one of the board's nvpmodel modes (for the AGX
+energy of a step (:func:`evaluate`); with ``--joint`` also the grid over the three clocks, GPU ×
+EMC (the board's levels under the mode's cap) × CPU (every CPU clock the nvpmodel modes name under
+the mode's cap), and its lowest-energy settings against the GPU-only ones (:func:`joint_grid`;
+one setting: :func:`simulate_point`). The mode is one of the board's nvpmodel modes (for the AGX
 Orin the real dump's MAXN, MODE_15W, MODE_30W, MODE_50W) with its GPU cap, TPC mask, online CPU
 cores and their top clock and EMC cap.
 
@@ -29,6 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from dvfslab.core.errors import DvfsError
+from dvfslab.core.levels import check_level
 from dvfslab.hw.jetson.nvpmodel import PowerMode
 from dvfslab.sim.model import (
     GEMM_SPEEDUP,
@@ -37,9 +41,11 @@ from dvfslab.sim.model import (
     PRECISIONS,
     SimWorkload,
     batch_work,
+    clock_inputs,
     ops_of,
     work_rows,
 )
+from dvfslab.sim.model import emc_mhz as emc_of
 from dvfslab.sim.podgov import PodGovernor
 from dvfslab.sim.profiles import BoardProfile, get_profile
 
@@ -49,6 +55,8 @@ DEFAULT_GEMM_EFFICIENCY = 0.75
 #: kernels per dispatched operator: (70·12 + 80) kernels over 184·12 + 72 + 2.4·201 operators (BERT-base)
 DEFAULT_KERNELS_PER_OP = 0.33
 SPEC_STEPS = 200  # the run whose mean step a catalog spec is (as --explain)
+#: the CPU clusters' floor in every mode of the AGX Orin's nvpmodel dump (``CPU_A78_* MIN_FREQ 729600``)
+CPU_FLOOR_MHZ = 729.6
 GOVERNOR_POLLS = 800  # 20 s of 25 ms polls (podgov.PodGovernor.poll_s); the second half is its steady state
 
 
@@ -158,13 +166,16 @@ def gemm_time_s(profile: BoardProfile, spec: WorkloadSpec, freq_mhz: float, mode
                                       * profile.tpc_fraction(mode))
 
 
-def _rows_at(profile: BoardProfile, spec: WorkloadSpec, levels: list[float], mode: PowerMode):
-    cpu_ratio = profile.cpu_fmax_mhz / profile.cpu_max_mhz(mode)
+def _rows_at(profile: BoardProfile, spec: WorkloadSpec, levels: list[float], mode: PowerMode,
+             emc_mhz: float | None = None, cpu_mhz: float | None = None):
+    emc_mhz, cpu_now = clock_inputs(profile, mode, emc_mhz, cpu_mhz)
+    cpu_ratio = profile.cpu_fmax_mhz / cpu_now
     one = np.ones((1, 1))
     return work_rows(profile, one * gemm_anchor_flops(spec), one * spec.dram_bytes_per_step,
                      spec.kernels, np.asarray(levels, dtype=float)[None, :], mode,
                      profile.cpu_step_serial_ms * 1e-3 * cpu_ratio,
-                     spec.cpu_ops_per_step * profile.cpu_op_us * 1e-6 * cpu_ratio, cpu_ratio=cpu_ratio)
+                     spec.cpu_ops_per_step * profile.cpu_op_us * 1e-6 * cpu_ratio, cpu_ratio=cpu_ratio,
+                     emc_mhz=emc_mhz)
 
 
 def _entry(freq_mhz: float, time_s: float, cpu_w: float, gpu_w: float, board_w: float, util: float) -> dict:
@@ -173,8 +184,11 @@ def _entry(freq_mhz: float, time_s: float, cpu_w: float, gpu_w: float, board_w: 
             "energy_board_per_step_j": board_w * time_s, "gpu_util_pct": 100.0 * util}
 
 
-def evaluate(spec: WorkloadSpec, mode: int | str = 0, board: str | BoardProfile = "agx-orin-64gb") -> dict:
-    """Per allowed level and for the default governor: time, power and energy of one step (see module doc)."""
+def evaluate(spec: WorkloadSpec, mode: int | str = 0, board: str | BoardProfile = "agx-orin-64gb", *,
+             joint: bool = False, emc_levels: list[float] | None = None,
+             cpu_levels: list[float] | None = None) -> dict:
+    """Per allowed level and for the default governor: time, power and energy of one step (see
+    module doc); with ``joint`` (or level lists) also the GPU × EMC × CPU grid (:func:`joint_grid`)."""
     profile = get_profile(board) if isinstance(board, str) else board
     pm = profile.power_mode(mode)
     cap = profile.gpu_cap_mhz(pm)
@@ -185,9 +199,88 @@ def evaluate(spec: WorkloadSpec, mode: int | str = 0, board: str | BoardProfile 
     rows = [_entry(f, float(t.time_s[0, j]), float(t.cpu_w[0, j]), float(t.gpu_w[0, j]), float(board_w[j]),
                    float(t.util[0, j])) | {"gemm_time_per_step_s": gemm_time_s(profile, spec, f, pm)}
             for j, f in enumerate(levels)]
-    return {"source": "simulated", "board": profile.name, "workload": asdict(spec) | {"kernels_per_step": spec.kernels},
-            "power_mode": _mode_dict(profile, pm), "levels": rows,
-            "default_governor": _governed(profile, rows, levels, cap)}
+    out = {"source": "simulated", "board": profile.name, "workload": asdict(spec) | {"kernels_per_step": spec.kernels},
+           "power_mode": _mode_dict(profile, pm), "levels": rows,
+           "default_governor": _governed(profile, rows, levels, cap)}
+    if joint or emc_levels is not None or cpu_levels is not None:
+        out["joint"] = joint_grid(spec, pm, profile, emc_levels=emc_levels, cpu_levels=cpu_levels)
+    return out
+
+
+def _clocked_rows(profile: BoardProfile, spec: WorkloadSpec, levels: list[float], pm: PowerMode,
+                  emc_mhz: float | None, cpu_mhz: float | None) -> list[dict]:
+    """One :func:`_entry` per GPU level at the other clocks ``emc_mhz`` / ``cpu_mhz`` (None: as
+    :func:`~dvfslab.sim.model.step_table`), each with the EMC and CPU clocks it ran at."""
+    t = _rows_at(profile, spec, levels, pm, emc_mhz, cpu_mhz)
+    board_w = t.gpu_w[0] + t.cpu_w[0] + sum(profile.other_rails_w.values()) + t.dram_w[0]
+    emc = emc_of(profile, np.asarray(levels, dtype=float), mode=pm) if emc_mhz is None else np.full(len(levels), emc_mhz)
+    cpu = profile.cpu_max_mhz(pm) if cpu_mhz is None else float(cpu_mhz)
+    return [_entry(f, float(t.time_s[0, j]), float(t.cpu_w[0, j]), float(t.gpu_w[0, j]), float(board_w[j]),
+                   float(t.util[0, j])) | {"emc_freq_mhz": float(emc[j]), "cpu_freq_mhz": cpu}
+            for j, f in enumerate(levels)]
+
+
+def _spec_of(workload: WorkloadSpec | str, profile: BoardProfile) -> WorkloadSpec:
+    return workload if isinstance(workload, WorkloadSpec) else catalog_spec(str(workload), profile)
+
+
+def simulate_point(workload: WorkloadSpec | str, gpu_mhz: float, emc_mhz: float | None = None,
+                   cpu_mhz: float | None = None, *, mode: int | str = 0,
+                   board: str | BoardProfile = "agx-orin-64gb") -> dict:
+    """One training step of ``workload`` (a spec or a catalog ``model/task``) at one joint setting
+    (GPU, EMC, CPU clocks, MHz) in power mode ``mode``: time, CPU / GPU / board power and energy,
+    the clocks it ran at. ``emc_mhz`` None: the EMC follows the GPU clock; ``cpu_mhz`` None: the
+    mode's top CPU clock (the twin before issue #32). A GPU level not in the board's table or a
+    clock above the mode's caps is refused. Simulated."""
+    profile = get_profile(board) if isinstance(board, str) else board
+    pm = profile.power_mode(mode)
+    level = check_level(gpu_mhz, profile.levels_mhz)
+    if level > profile.gpu_cap_mhz(pm) + 0.5:
+        raise DvfsError(f"GPU clock {level:g} MHz is above {profile.gpu_cap_mhz(pm):g} MHz, the GPU cap of power "
+                        f"mode {pm.id} ({pm.name}) of the simulated {profile.name}")
+    row = _clocked_rows(profile, _spec_of(workload, profile), [level], pm, emc_mhz, cpu_mhz)[0]
+    return {"source": "simulated", **row}
+
+
+def joint_cpu_levels_mhz(profile: BoardProfile, mode: PowerMode) -> tuple[float, ...]:
+    """The CPU clocks of the joint grid: every CPU clock the board's nvpmodel modes name — the
+    floor :data:`CPU_FLOOR_MHZ`, each mode's cap and the top clock — at or below ``mode``'s cap."""
+    cap = profile.cpu_max_mhz(mode)
+    named = {CPU_FLOOR_MHZ, profile.cpu_fmax_mhz, *(m.cpu_max_mhz for m in profile.power_modes if m.cpu_max_mhz)}
+    return tuple(sorted(f for f in named if f <= cap + 0.05))
+
+
+def joint_grid(workload: WorkloadSpec | str, mode: int | str = 0, board: str | BoardProfile = "agx-orin-64gb", *,
+               emc_levels: list[float] | None = None, cpu_levels: list[float] | None = None) -> dict:
+    """Every (GPU, EMC, CPU) setting of the grid in power mode ``mode``: the GPU levels the mode
+    allows × ``emc_levels`` (default: the board's EMC levels under the mode's cap) × ``cpu_levels``
+    (default :func:`joint_cpu_levels_mhz`); the rows, and the lowest CPU+GPU and board energy of
+    the whole grid and of the GPU-only grid (EMC and CPU at the mode's top: a sweep's pinned
+    default). Simulated."""
+    profile = get_profile(board) if isinstance(board, str) else board
+    pm = profile.power_mode(mode)
+    spec = _spec_of(workload, profile)
+    cap = profile.gpu_cap_mhz(pm)
+    levels = [f for f in profile.levels_mhz if f <= cap + 0.5]
+    emcs = [float(e) for e in (profile.emc_allowed_mhz(pm) if emc_levels is None else emc_levels)]
+    cpus = [float(c) for c in (joint_cpu_levels_mhz(profile, pm) if cpu_levels is None else cpu_levels)]
+    if not emcs or not cpus:
+        raise DvfsError(f"simulate --joint: no {'EMC' if not emcs else 'CPU'} clock to sweep in power mode "
+                        f"{pm.id} ({pm.name}) of {profile.name}")
+    rows = [r for e in emcs for c in cpus for r in _clocked_rows(profile, spec, levels, pm, e, c)]
+    top_emc, top_cpu = profile.emc_allowed_mhz(pm)[-1], profile.cpu_max_mhz(pm)
+    gpu_only = _clocked_rows(profile, spec, levels, pm, top_emc, top_cpu)
+
+    def best(rs: list[dict], key: str) -> dict:
+        return min(rs, key=lambda r: r[key])
+
+    return {"knobs": ["gpu", "emc", "cpu"], "gpu_levels_mhz": levels, "emc_levels_mhz": emcs,
+            "cpu_levels_mhz": cpus, "rows": rows,
+            "lowest_energy": best(rows, "energy_per_step_j"),
+            "lowest_board_energy": best(rows, "energy_board_per_step_j"),
+            "gpu_only": {"emc_freq_mhz": top_emc, "cpu_freq_mhz": top_cpu,
+                         "lowest_energy": best(gpu_only, "energy_per_step_j"),
+                         "lowest_board_energy": best(gpu_only, "energy_board_per_step_j")}}
 
 
 def _governed(profile: BoardProfile, rows: list[dict], levels: list[float], cap: float) -> dict:
@@ -232,4 +325,14 @@ def evaluation_text(result: dict) -> str:
         lines.append(" ".join(f"{r[k]:>10.4g}" for k in keys) + ("  <- lowest CPU+GPU" if r is best else ""))
     g = result["default_governor"]
     lines.append(" ".join(f"{g[k]:>10.4g}" for k in keys) + "  <- default governor (nvhost_podgov, mean clock)")
+    if "joint" in result:
+        j = result["joint"]
+        lines.append(f"joint grid: {len(j['gpu_levels_mhz'])} GPU × {len(j['emc_levels_mhz'])} EMC × "
+                     f"{len(j['cpu_levels_mhz'])} CPU settings (--json for every row)")
+        for what, key, r, base in (
+                ("CPU+GPU", "energy_per_step_j", j["lowest_energy"], j["gpu_only"]["lowest_energy"]),
+                ("board", "energy_board_per_step_j", j["lowest_board_energy"], j["gpu_only"]["lowest_board_energy"])):
+            lines.append(f"  lowest {what} J: {r[key]:.4g} at GPU {r['gpu_freq_mhz']:g} / EMC {r['emc_freq_mhz']:g} / "
+                         f"CPU {r['cpu_freq_mhz']:g} MHz; GPU-only (EMC, CPU at the top) {base[key]:.4g} at "
+                         f"{base['gpu_freq_mhz']:g} MHz: {100.0 * (1.0 - r[key] / base[key]):.1f} % less")
     return "\n".join(lines)
