@@ -34,6 +34,8 @@ list (docs/layout.md; tests/test_layout.py keeps it so)::
     governors   FFG, trees, curve, online and profiled governors: one registry; load and decide
     sim         the digital twin: board model, physics, calibration, simulated backend
     harness     fine-tuning: the Hugging Face Trainer with the DVFS callback (the finetune extra)
+    job         a running command governed from outside: its progress read from what it prints, a
+                file or a Prometheus counter, probed and held by any governor (`dvfslab govern`)
     sweep       plans, crash-safe resumable sweeps, their store and journal, the twin as an
                 executor and `dvfslab simulate`, fleets on Dask
     evaluation  governors replayed over a sweep, cross-validation, model selection, the

@@ -152,8 +152,9 @@ def test_the_benchmark_table_on_every_bundled_trace(gpu, n_limits, tmp_path):
     assert info["n_workloads"] == with_job and info["left_without_job"] == len(ds.workloads) - with_job
     assert (out["n_failed"] == 0).all() and (out["n_workloads"] == with_job).all()
     assert out.loc["oracle", "gap_closed_pct"] == pytest.approx(100.0) and out.loc["ffg", "gap_closed_pct"] == 0.0
-    # one epoch split over the limits, a slice shorter than Zeus's 50 iterations extended to them: >= 1 epoch
-    assert out.loc["zeus-sim", "profiling_steps"] == n_limits and out.loc["zeus-sim", "probe_units"] >= 1.0 - 1e-9
+    # Zeus's live optimizer: the limits 25 W apart from the top down, each target snapped to a limit
+    # of the table (at most every limit, at least the top one and one more), each for its window
+    assert 2 <= out.loc["zeus", "profiling_steps"] <= n_limits and out.loc["zeus", "probe_units"] > 0
     # each level the search measures: at least its 1/L slice
     assert out.loc["search", "probe_units"] >= out.loc["search", "profiling_steps"] / n_limits - 1e-9
     assert set(info["chosen_per_fold"]) <= {"ffg", "mlg", "curve", *_benchmark().probing_names()}

@@ -160,6 +160,12 @@ def plan_units(steps: StepSource, workload_ids: Iterable[str]) -> float | None:
     return float(np.median(jobs)) if jobs else None
 
 
+def row_names(names: Iterable[str], sweep: Sweep) -> list[str]:
+    """The replay's row names of governors ``names``: ``maxn`` is named from the dataset
+    (:attr:`~dvfslab.analysis.aggregate.Sweep.baseline_name`), the others as they are."""
+    return [sweep.baseline_name if n == "maxn" else n for n in names]
+
+
 def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep, features: pd.DataFrame,
            workload_ids: Iterable[str] | None = None, steps: StepSource | None = None,
            plan_job_units: float | None = None) -> pd.DataFrame:
@@ -184,7 +190,7 @@ def replay(governors: Mapping[str, Governor] | Iterable[Governor], sweep: Sweep,
     rows = [replay_one(n, g, sweep, w, steps, plan_job_units) for n, g in govs.items() for w in records]
     out = pd.DataFrame(rows, columns=PER_WORKLOAD_COLUMNS)
     # the baseline row is named from the dataset: maxn only where its baseline runs were MAXN
-    out["policy"] = out["policy"].replace({"maxn": sweep.baseline_name})
+    out["policy"] = row_names(out["policy"], sweep)
     out["saving_pct"] = 100.0 * (1.0 - out["energy_j"] / out["baseline_energy_j"])
     out["slowdown_pct"] = 100.0 * (out["time_s"] / out["baseline_time_s"] - 1.0)
     out["regret_pct"] = 100.0 * (out["energy_j"] - out["oracle_energy_j"]) / out["baseline_energy_j"]
