@@ -96,7 +96,8 @@ class Sweep:
 
     def __init__(self, levels: pd.DataFrame, baseline: pd.DataFrame, workloads: pd.DataFrame,
                  level_table: Sequence[float], source: str, baseline_kind: str, dataset: str = "",
-                 knob: str = DEFAULT_KNOB):
+                 knob: str = DEFAULT_KNOB, joint_knobs: Sequence[str] = (),
+                 settings: Sequence[Sequence[float]] = ()):
         self.levels = levels.sort_values(["workload_id", "level"]).reset_index(drop=True)
         self.baseline = baseline.set_index("workload_id", drop=False)
         measured = set(self.levels["workload_id"]) & set(self.baseline.index)
@@ -104,6 +105,9 @@ class Sweep:
         self.level_table = tuple(sorted(float(f) for f in level_table))
         self.source, self.baseline_kind, self.dataset = source, baseline_kind, dataset
         self.knob: Knob = get_knob(knob)
+        #: a joint dataset's clocks and settings (level ``i`` is ``settings[i]``); empty otherwise
+        self.joint_knobs: tuple[str, ...] = tuple(joint_knobs)
+        self.settings: tuple[tuple[float, ...], ...] = tuple(tuple(float(v) for v in s) for s in settings)
         self._base = {w: (float(e), float(t)) for w, e, t in
                       zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
         self._curves = {w: (g["level"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
@@ -144,6 +148,13 @@ class Sweep:
         except KeyError:
             raise SweepError(f"workload {workload_id!r} has no baseline run in this sweep") from None
 
+    def setting_of(self, level: float) -> dict[str, float]:
+        """A joint dataset's level as its setting, ``{"gpu_freq_mhz": 714.0, "emc_freq_mhz": 2133.0}``;
+        a single-knob dataset's as ``{knob: level}``."""
+        if not self.joint_knobs:
+            return {self.knob.name: float(level)}
+        return dict(zip(self.joint_knobs, self.settings[int(round(float(level)))], strict=True))
+
     def oracle_level(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""
         levels, energy, _ = self.curve(workload_id)
@@ -157,7 +168,8 @@ def sweep_from_dataset(ds: Dataset) -> Sweep:
                          "record the runs with a power reader (a Jetson's INA3221 rails, NVML, or the simulated board)")
     levels = level_means(ds.runs, ds.levels, ds.knob.name)
     base = baseline_means(ds.runs, levels, ds.baseline)
-    return Sweep(levels, base, ds.workloads, ds.levels, ds.source, ds.baseline, str(ds.path), ds.knob.name)
+    return Sweep(levels, base, ds.workloads, ds.levels, ds.source, ds.baseline, str(ds.path), ds.knob.name,
+                 ds.joint_knobs, ds.settings)
 
 
 def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
@@ -166,9 +178,10 @@ def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
     write_table(out / "tables" / "sweep_levels.csv", sweep.levels)
     write_table(out / "tables" / "sweep_baseline.csv", sweep.baseline.reset_index(drop=True))
     write_table(out / "tables" / "workloads.csv", sweep.workloads)
+    extra = {"knobs": list(sweep.joint_knobs), "settings": [list(s) for s in sweep.settings]} if sweep.joint_knobs else {}
     atomic_write_json(out / "sweep.json", {"dataset": sweep.dataset, "source": sweep.source,
                                           "baseline": sweep.baseline_kind, "knob": sweep.knob.name,
-                                          "level_table": list(sweep.level_table)})
+                                          "level_table": list(sweep.level_table), **extra})
 
 
 def read_sweep(out_dir: str | os.PathLike) -> Sweep:
@@ -185,7 +198,7 @@ def read_sweep(out_dir: str | os.PathLike) -> Sweep:
                  read_table(out / "tables" / "sweep_baseline.csv"),
                  read_table(out / "tables" / "workloads.csv"),
                  meta["level_table"], meta["source"], meta["baseline"], meta["dataset"],
-                 meta.get("knob", DEFAULT_KNOB))
+                 meta.get("knob", DEFAULT_KNOB), meta.get("knobs", ()), meta.get("settings", ()))
 
 
 def write_table(path: str | os.PathLike, frame: pd.DataFrame) -> None:

@@ -122,7 +122,9 @@ class SearchGovernor(ProbingGovernor):
 
     name = "search"
     summary = "prior-guided local search: from FFG's level, walk downhill on measured energy, O(log n) probes"
-    tags = GovernorTags(probes=True,
+    # a walk along one knob's U-shaped curve: a joint setting (its levels are setting indices)
+    # has no such order, so search refuses it (docs/governors.md)
+    tags = GovernorTags(probes=True, knobs=("gpu_freq_mhz", "power_limit_w"),
                         not_on_command_line="search probes levels during training and needs each step's energy, "
                                             "which a plain command cannot report; add "
                                             "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
