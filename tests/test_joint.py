@@ -29,7 +29,7 @@ import pytest
 from dvfslab.analysis.aggregate import optimal_levels, read_sweep, sweep_from_dataset, write_sweep
 from dvfslab.analysis.features import feature_table
 from dvfslab.analysis.training import TrainingData
-from dvfslab.data.contract import DatasetError, load_dataset, write_dataset
+from dvfslab.data.contract import DatasetError, write_dataset
 from dvfslab.governors.base import GovernorError
 from dvfslab.governors.probemodel import ProbeModel
 from dvfslab.governors.registry import make as make_governor
@@ -149,3 +149,28 @@ def test_a_run_off_the_settings_is_refused_naming_the_row(tmp_path):
     with pytest.raises(DatasetError, match="settings 0 and 5 are the same setting"):
         write_dataset(tmp_path / "dup", meta2, wl, grid_frames()[2])
     json.dumps(meta)  # the fixture's meta is plain JSON
+
+
+def test_the_replay_and_the_tree_work_on_the_joint_setting(grid):
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline
+    from sklearn.tree import DecisionTreeClassifier
+
+    from dvfslab.evaluation.replay import replay
+
+    data = training(grid)
+    # the tree is one classifier whose classes are setting indices (not one tree per knob: the
+    # setting is one decision, and per-knob trees could combine into a setting never measured).
+    # Two workloads with different least settings (2 and 3) and different n_layers (2, 12): the
+    # fitted tree splits on n_layers and sends A to index 2, B to index 3.
+    tree = make_governor("mlg", features=["n_layers"], estimator=Pipeline(
+        [("impute", SimpleImputer(strategy="median")), ("model", DecisionTreeClassifier(random_state=0))])).fit(data)
+    govs = {"ffg": FixedGovernor().fit(data), "oracle": OracleGovernor().fit(data), "mlg": tree}
+    out = replay(govs, data.sweep, data.features).set_index(["policy", "workload_id"])
+    assert out.loc[("mlg", "a/sst2"), "level"] == 2.0 and out.loc[("mlg", "b/qnli"), "level"] == 3.0
+    # FFG holds index 2 everywhere: A saves 1 - 20/28 = 28.571 %, B 1 - 30/40 = 25 %
+    assert out.loc[("ffg", "a/sst2"), "saving_pct"] == pytest.approx(100 * (1 - 20 / 28), abs=1e-6)
+    assert out.loc[("ffg", "b/qnli"), "saving_pct"] == pytest.approx(25.0, abs=1e-6)
+    # the oracle: B at index 3, 1 - 25/40 = 37.5 %; FFG's regret on B (30 - 25) / 40 = 12.5 %
+    assert out.loc[("oracle", "b/qnli"), "saving_pct"] == pytest.approx(37.5, abs=1e-6)
+    assert out.loc[("ffg", "b/qnli"), "regret_pct"] == pytest.approx(12.5, abs=1e-6)
