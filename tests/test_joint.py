@@ -174,3 +174,23 @@ def test_the_replay_and_the_tree_work_on_the_joint_setting(grid):
     # the oracle: B at index 3, 1 - 25/40 = 37.5 %; FFG's regret on B (30 - 25) / 40 = 12.5 %
     assert out.loc[("oracle", "b/qnli"), "saving_pct"] == pytest.approx(37.5, abs=1e-6)
     assert out.loc[("ffg", "b/qnli"), "regret_pct"] == pytest.approx(12.5, abs=1e-6)
+
+
+def test_the_gpu_by_emc_energy_map_outlines_each_workloads_least_setting(grid):
+    from dvfslab.analysis.aggregate import joint_levels_frame
+    from dvfslab.analysis.plots import joint_energy_map
+
+    frame = joint_levels_frame(sweep_from_dataset(grid))
+    # A at (714, 2133): 20 / 28 = 0.714286 of its baseline
+    row = frame[(frame["workload_id"] == "a/sst2") & (frame["level"] == 2.0)].iloc[0]
+    assert (row["gpu_freq_mhz"], row["emc_freq_mhz"]) == (714.0, 2133.0)
+    assert row["energy_rel"] == pytest.approx(20 / 28, abs=1e-12)
+    fig = joint_energy_map(frame, simulated=True)
+    panels = [ax for ax in fig.axes if ax.get_title() in ENERGY]
+    assert [ax.get_title() for ax in panels] == ["a/sst2", "b/qnli"]
+    # rows: EMC descending (3199, 2133), columns: GPU ascending (306, 714, 1300.5): A's least
+    # (714, 2133) is row 1, column 1; B's (714, 3199) row 0, column 1
+    outlined = [[(p.get_x(), p.get_y()) for p in ax.patches if p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
+                for ax in panels]
+    assert outlined == [[(1, 1)], [(1, 0)]]
+    assert "SIMULATED" in fig._suptitle.get_text()

@@ -268,6 +268,18 @@ def relative_levels(sweep: Sweep) -> pd.DataFrame:
     return info.merge(out, on="workload_id")
 
 
+def joint_levels_frame(sweep: Sweep) -> pd.DataFrame:
+    """:func:`relative_levels` of a joint sweep with each level's setting as columns (one per
+    clock of ``sweep.joint_knobs``: ``gpu_freq_mhz``, ``emc_freq_mhz`` ...); a single-knob sweep
+    is refused (its level is its one clock)."""
+    if not sweep.joint_knobs:
+        raise SweepError(f"{sweep.dataset}: not a joint sweep (meta.json lists no knobs): its levels are "
+                         f"the {sweep.knob.label} itself")
+    rel = relative_levels(sweep)
+    cols = pd.DataFrame([sweep.setting_of(level) for level in rel["level"]], index=rel.index)
+    return pd.concat([rel, cols], axis=1)
+
+
 def long_form(frame: pd.DataFrame, value_cols: Iterable[str], id_cols: Iterable[str],
               var_name: str = "metric") -> pd.DataFrame:
     """Melt wide columns into a tidy (id..., metric, value) frame for faceted plots."""

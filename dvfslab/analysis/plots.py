@@ -125,6 +125,41 @@ HEATMAP_WRAP = 16
 LOAD_LABELS = {"concurrency": "request concurrency", "batch_size": "batch size"}
 
 
+def joint_energy_map(frame: pd.DataFrame, simulated: bool, x: str = "gpu_freq_mhz", y: str = "emc_freq_mhz",
+                     col_wrap: int = 4) -> Figure:
+    """Energy / baseline over two clocks of a joint sweep, one panel per workload; the least cell
+    of each panel is outlined. Where the sweep set more clocks, each cell is the least over the
+    others (the title says so); a setting not run (a design of N settings) is left blank.
+
+    ``frame``: :func:`dvfslab.analysis.aggregate.joint_levels_frame` (columns workload_id,
+    ``x``, ``y``, energy_rel and the other clocks).
+    """
+    sns.set_theme(style="white", context="paper")
+    labels = {"gpu_freq_mhz": "GPU (MHz)", "emc_freq_mhz": "EMC (MHz)", "cpu_freq_mhz": "CPU (MHz)"}
+    others = [c for c in labels if c in frame.columns and c not in (x, y)]
+    cells = frame.groupby(["workload_id", y, x], sort=True)["energy_rel"].min().reset_index()
+    workloads = list(dict.fromkeys(cells["workload_id"]))
+    ncol = min(col_wrap, len(workloads))
+    nrow = -(-len(workloads) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 0.6, 2.6 * nrow + 0.4), squeeze=False)
+    for ax in axes.flat[len(workloads):]:
+        ax.set_visible(False)
+    vmin, vmax = float(cells["energy_rel"].min()), float(cells["energy_rel"].max())
+    for ax, wid in zip(axes.flat, workloads, strict=False):
+        grid = cells[cells["workload_id"] == wid].pivot(index=y, columns=x, values="energy_rel").sort_index(ascending=False)
+        sns.heatmap(grid, ax=ax, cmap="viridis_r", vmin=vmin, vmax=vmax, annot=grid.shape[0] * grid.shape[1] <= 40,
+                    fmt=".2f", cbar=ax is axes.flat[0], annot_kws={"fontsize": 6},
+                    xticklabels=[f"{v:g}" for v in grid.columns], yticklabels=[f"{v:g}" for v in grid.index],
+                    cbar_kws={"label": "energy / baseline"})
+        r, c = np.unravel_index(np.nanargmin(grid.to_numpy(float)), grid.shape)
+        ax.add_patch(plt.Rectangle((c, r), 1, 1, fill=False, edgecolor="red", linewidth=2))
+        ax.set_title(wid, fontsize=8)
+        ax.set_xlabel(labels.get(x, x))
+        ax.set_ylabel(labels.get(y, y))
+    least = f" (each cell the least over {', '.join(labels[c] for c in others)})" if others else ""
+    return _finish(fig, f"Energy over the joint setting, red: the least{least}", simulated)
+
+
 def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None = None,
                     workloads: pd.DataFrame | None = None) -> Figure:
     """Energy-optimal level (in the knob's unit) by model x task; models ordered by parameter count.
