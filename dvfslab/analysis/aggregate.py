@@ -16,7 +16,9 @@ in MHz by default, or a GPU power limit in W). Here, and in the governors and th
 level is knob-neutral: the column ``level`` and the attribute ``level_table`` hold the knob's
 value in the knob's unit, and ``Sweep.knob`` says which (figures label their axes from it). Only
 the dataset contract's own columns keep their unit names (runs.csv ``gpu_freq_mhz`` /
-``power_limit_w``, meta.json ``freq_table_mhz`` / ``power_limit_table_w``).
+``power_limit_w``, meta.json ``freq_table_mhz`` / ``power_limit_table_w``). A joint dataset's level
+is the index of its setting (``Sweep.settings``, ``Sweep.setting_of``; docs/method.md, "A joint
+setting").
 
 The per-workload feature table built from a sweep lives in :mod:`dvfslab.analysis.features`.
 Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read back from an
