@@ -194,3 +194,17 @@ def test_the_gpu_by_emc_energy_map_outlines_each_workloads_least_setting(grid):
                 for ax in panels]
     assert outlined == [[(1, 1)], [(1, 0)]]
     assert "SIMULATED" in fig._suptitle.get_text()
+
+
+def test_the_joint_oracle_against_the_gpu_only_oracle(grid):
+    from dvfslab.analysis.aggregate import joint_vs_gpu_only
+
+    out = joint_vs_gpu_only(sweep_from_dataset(grid)).set_index("workload_id")
+    # GPU-only: the settings with the EMC at its top, 3199 (indices 1, 3, 5)
+    # A: joint 20 J (index 2); GPU-only min(32, 24, 28) = 24 J (index 3); extra (24 - 20) / 28 = 14.2857 %
+    assert out.loc["a/sst2", ["joint_level", "gpu_only_level"]].tolist() == [2.0, 3.0]
+    assert out.loc["a/sst2", "extra_saving_pct"] == pytest.approx(100 * 4 / 28, abs=1e-9)
+    assert out.loc["a/sst2", "gpu_only_saving_pct"] == pytest.approx(100 * (1 - 24 / 28), abs=1e-9)
+    # B: joint 25 J at index 3, which has the EMC at its top: the GPU-only oracle is the same, extra 0
+    assert out.loc["b/qnli", ["joint_level", "gpu_only_level"]].tolist() == [3.0, 3.0]
+    assert out.loc["b/qnli", "extra_saving_pct"] == pytest.approx(0.0, abs=1e-12)

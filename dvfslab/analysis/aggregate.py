@@ -282,6 +282,36 @@ def joint_levels_frame(sweep: Sweep) -> pd.DataFrame:
     return pd.concat([rel, cols], axis=1)
 
 
+def joint_vs_gpu_only(sweep: Sweep) -> pd.DataFrame:
+    """Per workload of a joint sweep: the joint oracle (the least-energy setting of all) against
+    the GPU-only oracle (the least-energy setting among those whose other clocks are each at their
+    highest value in ``settings``: a GPU sweep with the EMC and CPU pinned at max, the sweep's
+    default), both relative to the workload's baseline. ``extra_saving_pct`` is what moving the
+    other clocks too saves beyond the best GPU-only level, in % of the baseline energy; NaN where
+    the design ran no setting with the other clocks at their top."""
+    if not sweep.joint_knobs:
+        raise SweepError(f"{sweep.dataset}: not a joint sweep (meta.json lists no knobs)")
+    gpu = sweep.joint_knobs.index("gpu_freq_mhz") if "gpu_freq_mhz" in sweep.joint_knobs else None
+    tops = [max(s[k] for s in sweep.settings) for k in range(len(sweep.joint_knobs))]
+    gpu_only = {float(i) for i, s in enumerate(sweep.settings)
+                if all(s[k] == tops[k] for k in range(len(s)) if k != gpu)}
+    rows = []
+    for wid in sweep.workload_ids():
+        levels, energy, _ = sweep.curve(wid)
+        e_b = sweep.baseline_of(wid)[0]
+        k = int(np.argmin(energy))
+        mask = np.array([float(lv) in gpu_only for lv in levels])
+        g = int(np.flatnonzero(mask)[np.argmin(energy[mask])]) if mask.any() else None
+        e_g = float(energy[g]) if g is not None else np.nan
+        rows.append({"workload_id": wid, "joint_level": float(levels[k]), "joint_energy_j": float(energy[k]),
+                     "joint_saving_pct": 100.0 * (1.0 - energy[k] / e_b),
+                     "gpu_only_level": float(levels[g]) if g is not None else np.nan, "gpu_only_energy_j": e_g,
+                     "gpu_only_saving_pct": 100.0 * (1.0 - e_g / e_b),
+                     "extra_saving_pct": 100.0 * (e_g - energy[k]) / e_b})
+    info = sweep.workloads[["workload_id", "model", "task", "split", "params_m"]]
+    return info.merge(pd.DataFrame(rows), on="workload_id")
+
+
 def long_form(frame: pd.DataFrame, value_cols: Iterable[str], id_cols: Iterable[str],
               var_name: str = "metric") -> pd.DataFrame:
     """Melt wide columns into a tidy (id..., metric, value) frame for faceted plots."""
