@@ -125,11 +125,31 @@ def test_voi_without_two_training_curves_refuses_a_joint_setting(grid):
         make_governor("voi").fit(training(grid).subset(["a/sst2"]))
 
 
-@pytest.mark.parametrize("name", ["search", "online"])
-def test_search_and_online_refuse_a_joint_dataset_in_one_line(grid, name):
+def test_online_refuses_a_joint_dataset_in_one_line(grid):
     with pytest.raises(GovernorError) as err:
-        make_governor(name).fit(training(grid))
+        make_governor("online").fit(training(grid))
     assert "joint setting" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_search_makes_coordinate_moves_to_the_hand_computed_tuple(grid):
+    # The job is B (per unit 40, 36, 30, 25, 35, 40 J x 10 at indices 0-5). From FFG's index 2 =
+    # (714, 2133): along the GPU at EMC 2133 (indices 0, 2, 4) it measures 2 (300), 0 (400), 4 (350):
+    # 2 is least. Along the EMC at GPU 714 (indices 2, 3): 3 (250) < 300, the end of the line: move
+    # to 3. Round 2 along the GPU at EMC 3199 (1, 3, 5): 1 (360) and 5 (400) cost more; along the EMC
+    # nothing new: no move, stop at 3 = (714, 3199). Probes: 2, 0, 4, 3, 1, 5.
+    search = make_governor("search").fit(training(grid))
+    probe = GridProbe(ENERGY["b/qnli"], ProbeModel(sigma_ref=0.01))
+    d = search.decide({"plan_job_units": 100.0}, probe)
+    assert [lvl for lvl, _ in probe.asked] == [2.0, 0.0, 4.0, 3.0, 1.0, 5.0]
+    assert d.level == 3.0
+
+
+def test_search_refuses_a_joint_design_that_is_not_the_full_grid(tmp_path):
+    meta, wl, runs = grid_frames()
+    meta = dict(meta, settings=SETTINGS[:5])  # 5 of the 6 settings: not a product
+    ds = write_dataset(tmp_path / "design", meta, wl, runs[runs["run_id"].str[-1] != "5"])
+    with pytest.raises(GovernorError, match="full grid"):
+        make_governor("search").fit(training(ds))
 
 
 def test_the_sweep_round_trips_its_settings(grid, tmp_path):

@@ -300,7 +300,7 @@ class Governor(Params):
             why = f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
             if data.knob.name == SETTING:
                 why += ("; it moves along one knob's U-shaped curve, which a joint setting's indices do not "
-                        "follow: use ffg, mlg, curve, profiled, zeus or voi on a joint sweep")
+                        "follow: use ffg, mlg, curve, profiled, zeus, voi or search (coordinate moves) on a joint sweep")
             return why
         return ""
 
