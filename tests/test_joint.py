@@ -210,8 +210,8 @@ def test_the_gpu_by_emc_energy_map_outlines_each_workloads_least_setting(grid):
     assert [ax.get_title() for ax in panels] == ["a/sst2", "b/qnli"]
     # rows: EMC descending (3199, 2133), columns: GPU ascending (306, 714, 1300.5): A's least
     # (714, 2133) is row 1, column 1; B's (714, 3199) row 0, column 1
-    outlined = [[(p.get_x(), p.get_y()) for p in ax.patches if p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
-                for ax in panels]
+    outlined = [[(p.get_x() + 0.5, p.get_y() + 0.5) for p in ax.patches if p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
+                for ax in panels]  # the cell centred on (column, row)
     assert outlined == [[(1, 1)], [(1, 0)]]
     assert "SIMULATED" in fig._suptitle.get_text()
 
