@@ -299,8 +299,8 @@ class Governor(Params):
             knobs = " or ".join(f"the {get_knob(k).label} ({get_knob(k).unit})" for k in self.tags.knobs)
             why = f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
             if data.knob.name == SETTING:
-                why += ("; it moves along one knob's U-shaped curve, which a joint setting's indices do not "
-                        "follow: use ffg, mlg, curve, profiled, zeus, voi or search (coordinate moves) on a joint sweep")
+                why += ("; a joint setting's level is the index of a setting of several clocks, which it neither "
+                        "names nor can follow: use ffg, mlg, curve, profiled, zeus, voi or search (coordinate moves) there")
             return why
         return ""
 
