@@ -228,3 +228,16 @@ def test_the_joint_oracle_against_the_gpu_only_oracle(grid):
     # B: joint 25 J at index 3, which has the EMC at its top: the GPU-only oracle is the same, extra 0
     assert out.loc["b/qnli", ["joint_level", "gpu_only_level"]].tolist() == [3.0, 3.0]
     assert out.loc["b/qnli", "extra_saving_pct"] == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.slow
+def test_notebook_01_draws_the_joint_map_and_the_gpu_only_comparison(grid, tmp_path):
+    from dvfslab.pipeline import runner as PL
+
+    out = PL.run_pipeline(grid.path, tmp_path / "run", quick=True, html=False, progress=False,
+                          notebooks=PL.NOTEBOOKS[:1], log=lambda line: None)
+    assert (out / "figures" / "joint_energy_map.png").stat().st_size > 0
+    table = pd.read_csv(out / "tables" / "joint_vs_gpu_only.csv").set_index("workload_id")
+    assert table.loc["a/sst2", "extra_saving_pct"] == pytest.approx(100 * 4 / 28, abs=1e-6)  # as computed above
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["characterization"]["knob"] == "setting"
