@@ -126,3 +126,7 @@ def test_the_cli_plans_a_joint_sweep_and_the_twin_refuses_a_clock_it_cannot_read
                  "--knob", "gpu=306,1300.5", "--knob", "emc=2133,3199", "--idle-s", "0"])
     err = capsys.readouterr().err
     assert code == 2 and "--knob emc" in err and "read back" in err and len(err.strip().splitlines()) == 1
+    code = main(["sweep", "--backend", "sim", "--out", str(tmp_path / "u"), "--workloads", WORKLOAD, "--no-progress",
+                 "--knob", "gpu=306,500"])
+    err = capsys.readouterr().err
+    assert code == 2 and "500 MHz is not a GPU level" in err and "Pick --knob gpu=... from these" in err

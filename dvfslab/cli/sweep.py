@@ -220,7 +220,13 @@ def knob_options(args, levels_mhz: list[float]) -> dict:
         if name in tables:
             raise DvfsError(f"--knob {name} is given twice; give each clock's table once")
         if name == "gpu":
-            tables[name] = parse_freqs([values], levels_mhz)
+            from dvfslab.core.levels import UnsupportedFrequencyError
+
+            try:
+                tables[name] = parse_freqs([values], levels_mhz)
+            except UnsupportedFrequencyError as err:
+                raise UnsupportedFrequencyError(err.freq_mhz, err.levels_mhz,
+                                                "Pick --knob gpu=... from these, or gpu=all.") from None
             continue
         try:
             tables[name] = [float(v) for v in values.split(",") if v.strip()]
