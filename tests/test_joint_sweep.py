@@ -130,3 +130,18 @@ def test_the_cli_plans_a_joint_sweep_and_the_twin_refuses_a_clock_it_cannot_read
                  "--knob", "gpu=306,500"])
     err = capsys.readouterr().err
     assert code == 2 and "500 MHz is not a GPU level" in err and "Pick --knob gpu=... from these" in err
+
+
+def test_a_fleet_refuses_a_joint_knob_its_boards_cannot_read_back():
+    from dvfslab.sweep.fleet import _split_fleet
+
+    plan = make_plan([WORKLOAD], [], knob_tables={"gpu": [306.0], "emc": EMC}, maxn=False)
+    infos = {"tcp://a": {"worker": "w0", "kind_id": "k", "kind": {"levels_mhz": GPU}, "error": None,
+                         "reads_back": {"emc": False, "cpu": False}},
+             "tcp://b": {"worker": "w1", "kind_id": "k", "kind": {"levels_mhz": GPU}, "error": None,
+                         "reads_back": {"emc": True, "cpu": True}}}
+    with pytest.raises(SweepError, match="--knob emc: the boards of workers w0 cannot read"):
+        _split_fleet(infos, "k", plan)
+    infos["tcp://a"]["reads_back"]["emc"] = True
+    boards, refused = _split_fleet(infos, "k", plan)
+    assert set(boards) == {"tcp://a", "tcp://b"} and refused == {}
