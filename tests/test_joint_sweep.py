@@ -145,3 +145,10 @@ def test_a_fleet_refuses_a_joint_knob_its_boards_cannot_read_back():
     infos["tcp://a"]["reads_back"]["emc"] = True
     boards, refused = _split_fleet(infos, "k", plan)
     assert set(boards) == {"tcp://a", "tcp://b"} and refused == {}
+
+
+def test_a_gpu_only_knob_is_the_plain_plan_of_the_levels_drawn():
+    # lhs over 4 GPU levels with N = 2: the indices floor(i 4 / 2) = 0, 2 -> 306 and 1020 MHz
+    plan = make_plan([WORKLOAD], [], knob_tables={"gpu": GPU}, design="lhs", n_settings=2, seed=0, maxn=False)
+    assert not plan.joint and plan.levels_mhz == (306.0, 1020.0)
+    assert plan == make_plan([WORKLOAD], [306.0, 1020.0], maxn=False)

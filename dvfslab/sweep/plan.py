@@ -12,7 +12,8 @@ A **joint** plan (issue #32) sets several clocks per run: ``knob_tables`` gives 
 table (``{"gpu": [...], "emc": [...], "cpu": [...]}``, the GPU's required) and ``design`` which of
 their product it runs (:func:`design_settings`: the full grid, or ``n_settings`` of it drawn at
 random or by a Latin hypercube over the tables' indices, seeded by the plan's ``seed``). Its
-settings are the conditions the orders permute, as the levels of a GPU-only plan are; a run sets
+settings are the conditions the orders permute, as the levels of a GPU-only plan are (``--knob
+gpu=...`` alone is a GPU-only plan of the levels drawn: its dataset keeps MHz levels); a run sets
 the GPU through its lock and the other clocks of its setting through its pins, so resume, the
 fleet and import are unchanged (the plan's runs are just more runs).
 """
@@ -308,7 +309,7 @@ def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: in
     ``pins``: the other clocks of the fixed runs (:func:`normalize_pins`; default: both at the
     power mode's maximum); every fixed run carries them, MAXN runs none.
     ``knob_tables`` (a joint plan: module doc): each clock's table by short name; then
-    ``levels_mhz`` is ignored (the GPU's table is ``knob_tables["gpu"]``), ``design`` and
+    ``levels_mhz`` is ignored (the GPU's levels are those of the settings drawn), ``design`` and
     ``n_settings`` say which settings run (:func:`design_settings`, seeded by ``seed``), and a
     clock that is a knob is set by each run's setting, not by ``pins``.
     """
@@ -322,7 +323,9 @@ def make_plan(workloads: Sequence[str], levels_mhz: Sequence[float], *, reps: in
     workloads = tuple(dict.fromkeys(str(w) for w in workloads))
     settings = tuple(design_settings(tables, design, n_settings, seed)) if tables else ()
     if tables:
-        levels_mhz = tables["gpu"]
+        levels_mhz = [s[0] for s in settings]
+    if list(tables) == ["gpu"]:  # one knob: the GPU-only plan of the drawn levels (its levels in MHz)
+        tables, settings = {}, ()
     levels = tuple(sorted(dict.fromkeys(float(f) for f in levels_mhz)))
     if not workloads:
         raise SweepError("the plan has no workloads; pass --workloads")
