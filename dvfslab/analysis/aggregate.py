@@ -16,7 +16,9 @@ in MHz by default, or a GPU power limit in W). Here, and in the governors and th
 level is knob-neutral: the column ``level`` and the attribute ``level_table`` hold the knob's
 value in the knob's unit, and ``Sweep.knob`` says which (figures label their axes from it). Only
 the dataset contract's own columns keep their unit names (runs.csv ``gpu_freq_mhz`` /
-``power_limit_w``, meta.json ``freq_table_mhz`` / ``power_limit_table_w``).
+``power_limit_w``, meta.json ``freq_table_mhz`` / ``power_limit_table_w``). A joint dataset's level
+is the index of its setting (``Sweep.settings``, ``Sweep.setting_of``; docs/method.md, "A joint
+setting").
 
 The per-workload feature table built from a sweep lives in :mod:`dvfslab.analysis.features`.
 Definitions follow docs/method.md ("Evaluation definitions"). A sweep is written to and read back from an
@@ -100,7 +102,8 @@ class Sweep:
 
     def __init__(self, levels: pd.DataFrame, baseline: pd.DataFrame, workloads: pd.DataFrame,
                  level_table: Sequence[float], source: str, baseline_kind: str, dataset: str = "",
-                 knob: str = DEFAULT_KNOB):
+                 knob: str = DEFAULT_KNOB, joint_knobs: Sequence[str] = (),
+                 settings: Sequence[Sequence[float]] = ()):
         self.levels = levels.sort_values(["workload_id", "level"]).reset_index(drop=True)
         self.baseline = baseline.set_index("workload_id", drop=False)
         measured = set(self.levels["workload_id"]) & set(self.baseline.index)
@@ -108,6 +111,9 @@ class Sweep:
         self.level_table = tuple(sorted(float(f) for f in level_table))
         self.source, self.baseline_kind, self.dataset = source, baseline_kind, dataset
         self.knob: Knob = get_knob(knob)
+        #: a joint dataset's clocks and settings (level ``i`` is ``settings[i]``); empty otherwise
+        self.joint_knobs: tuple[str, ...] = tuple(joint_knobs)
+        self.settings: tuple[tuple[float, ...], ...] = tuple(tuple(float(v) for v in s) for s in settings)
         self._base = {w: (float(e), float(t)) for w, e, t in
                       zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
         self._curves = {w: (g["level"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
@@ -155,6 +161,13 @@ class Sweep:
         except KeyError:
             raise SweepError(f"workload {workload_id!r} has no baseline run in this sweep") from None
 
+    def setting_of(self, level: float) -> dict[str, float]:
+        """A joint dataset's level as its setting, ``{"gpu_freq_mhz": 714.0, "emc_freq_mhz": 2133.0}``;
+        a single-knob dataset's as ``{knob: level}``."""
+        if not self.joint_knobs:
+            return {self.knob.name: float(level)}
+        return dict(zip(self.joint_knobs, self.settings[int(round(float(level)))], strict=True))
+
     def oracle_level(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""
         levels, energy, _ = self.curve(workload_id)
@@ -168,7 +181,8 @@ def sweep_from_dataset(ds: Dataset) -> Sweep:
                          "record the runs with a power reader (a Jetson's INA3221 rails, NVML, or the simulated board)")
     levels = level_means(ds.runs, ds.levels, ds.knob.name)
     base = baseline_means(ds.runs, levels, ds.baseline)
-    return Sweep(levels, base, ds.workloads, ds.levels, ds.source, ds.baseline, str(ds.path), ds.knob.name)
+    return Sweep(levels, base, ds.workloads, ds.levels, ds.source, ds.baseline, str(ds.path), ds.knob.name,
+                 ds.joint_knobs, ds.settings)
 
 
 def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
@@ -177,9 +191,10 @@ def write_sweep(sweep: Sweep, out_dir: str | os.PathLike) -> None:
     write_table(out / "tables" / "sweep_levels.csv", sweep.levels)
     write_table(out / "tables" / "sweep_baseline.csv", sweep.baseline.reset_index(drop=True))
     write_table(out / "tables" / "workloads.csv", sweep.workloads)
+    extra = {"knobs": list(sweep.joint_knobs), "settings": [list(s) for s in sweep.settings]} if sweep.joint_knobs else {}
     atomic_write_json(out / "sweep.json", {"dataset": sweep.dataset, "source": sweep.source,
                                           "baseline": sweep.baseline_kind, "knob": sweep.knob.name,
-                                          "level_table": list(sweep.level_table)})
+                                          "level_table": list(sweep.level_table), **extra})
 
 
 def read_sweep(out_dir: str | os.PathLike) -> Sweep:
@@ -196,7 +211,7 @@ def read_sweep(out_dir: str | os.PathLike) -> Sweep:
                  read_table(out / "tables" / "sweep_baseline.csv"),
                  read_table(out / "tables" / "workloads.csv"),
                  meta["level_table"], meta["source"], meta["baseline"], meta["dataset"],
-                 meta.get("knob", DEFAULT_KNOB))
+                 meta.get("knob", DEFAULT_KNOB), meta.get("knobs", ()), meta.get("settings", ()))
 
 
 def write_table(path: str | os.PathLike, frame: pd.DataFrame) -> None:
@@ -264,6 +279,48 @@ def relative_levels(sweep: Sweep) -> pd.DataFrame:
     out["energy_rel"] = out["energy_j"] / out["baseline_energy_j"]
     info = sweep.workloads[["workload_id", "model", "task", "split", "params_m"]]
     return info.merge(out, on="workload_id")
+
+
+def joint_levels_frame(sweep: Sweep) -> pd.DataFrame:
+    """:func:`relative_levels` of a joint sweep with each level's setting as columns (one per
+    clock of ``sweep.joint_knobs``: ``gpu_freq_mhz``, ``emc_freq_mhz`` ...); a single-knob sweep
+    is refused (its level is its one clock)."""
+    if not sweep.joint_knobs:
+        raise SweepError(f"{sweep.dataset}: not a joint sweep (meta.json lists no knobs): its levels are "
+                         f"the {sweep.knob.label} itself")
+    rel = relative_levels(sweep)
+    cols = pd.DataFrame([sweep.setting_of(level) for level in rel["level"]], index=rel.index)
+    return pd.concat([rel, cols], axis=1)
+
+
+def joint_vs_gpu_only(sweep: Sweep) -> pd.DataFrame:
+    """Per workload of a joint sweep: the joint oracle (the least-energy setting of all) against
+    the GPU-only oracle (the least-energy setting among those whose other clocks are each at their
+    highest value in ``settings``: a GPU sweep with the EMC and CPU pinned at max, the sweep's
+    default), both relative to the workload's baseline. ``extra_saving_pct`` is what moving the
+    other clocks too saves beyond the best GPU-only level, in % of the baseline energy; NaN where
+    the design ran no setting with the other clocks at their top."""
+    if not sweep.joint_knobs:
+        raise SweepError(f"{sweep.dataset}: not a joint sweep (meta.json lists no knobs)")
+    gpu = sweep.joint_knobs.index("gpu_freq_mhz") if "gpu_freq_mhz" in sweep.joint_knobs else None
+    tops = [max(s[k] for s in sweep.settings) for k in range(len(sweep.joint_knobs))]
+    gpu_only = {float(i) for i, s in enumerate(sweep.settings)
+                if all(s[k] == tops[k] for k in range(len(s)) if k != gpu)}
+    rows = []
+    for wid in sweep.workload_ids():
+        levels, energy, _ = sweep.curve(wid)
+        e_b = sweep.baseline_of(wid)[0]
+        k = int(np.argmin(energy))
+        mask = np.array([float(lv) in gpu_only for lv in levels])
+        g = int(np.flatnonzero(mask)[np.argmin(energy[mask])]) if mask.any() else None
+        e_g = float(energy[g]) if g is not None else np.nan
+        rows.append({"workload_id": wid, "joint_level": float(levels[k]), "joint_energy_j": float(energy[k]),
+                     "joint_saving_pct": 100.0 * (1.0 - energy[k] / e_b),
+                     "gpu_only_level": float(levels[g]) if g is not None else np.nan, "gpu_only_energy_j": e_g,
+                     "gpu_only_saving_pct": 100.0 * (1.0 - e_g / e_b),
+                     "extra_saving_pct": 100.0 * (e_g - energy[k]) / e_b})
+    info = sweep.workloads[["workload_id", "model", "task", "split", "params_m"]]
+    return info.merge(pd.DataFrame(rows), on="workload_id")
 
 
 def long_form(frame: pd.DataFrame, value_cols: Iterable[str], id_cols: Iterable[str],

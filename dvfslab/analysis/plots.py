@@ -125,6 +125,52 @@ HEATMAP_WRAP = 16
 LOAD_LABELS = {"concurrency": "request concurrency", "batch_size": "batch size"}
 
 
+def joint_energy_map(frame: pd.DataFrame, simulated: bool, x: str = "gpu_freq_mhz", y: str = "emc_freq_mhz",
+                     col_wrap: int = 4) -> Figure:
+    """Energy / baseline over two clocks of a joint sweep, one panel per workload; the least cell
+    of each panel is outlined. Where the sweep set more clocks, each cell is the least over the
+    others (the title says so); a setting not run (a design of N settings) is left blank.
+
+    ``frame``: :func:`dvfslab.analysis.aggregate.joint_levels_frame` (columns workload_id,
+    ``x``, ``y``, energy_rel and the other clocks).
+    """
+    sns.set_theme(style="white", context="paper")
+    labels = {"gpu_freq_mhz": "GPU (MHz)", "emc_freq_mhz": "EMC (MHz)", "cpu_freq_mhz": "CPU (MHz)"}
+    others = [c for c in labels if c in frame.columns and c not in (x, y)]
+    cells = frame.groupby(["workload_id", y, x], sort=True)["energy_rel"].min().reset_index()
+    workloads = list(dict.fromkeys(cells["workload_id"]))
+    ncol = min(col_wrap, len(workloads))
+    nrow = -(-len(workloads) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 1.0, 2.6 * nrow + 0.6), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[len(workloads):]:
+        ax.set_visible(False)
+    vmin, vmax = float(cells["energy_rel"].min()), float(cells["energy_rel"].max())
+    image = None
+    for ax, wid in zip(axes.flat, workloads, strict=False):
+        # matplotlib's imshow, not seaborn's heatmap: that draws the whole figure once per panel
+        grid = cells[cells["workload_id"] == wid].pivot(index=y, columns=x, values="energy_rel").sort_index(ascending=False)
+        values = grid.to_numpy(float)
+        image = ax.imshow(values, cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
+        if values.size <= 40:
+            for (r, c), v in np.ndenumerate(values):
+                if np.isfinite(v):
+                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                            color="white" if v > (vmin + vmax) / 2 else "black")
+        r, c = np.unravel_index(np.nanargmin(values), values.shape)
+        ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+        ax.set_xticks(range(values.shape[1]), [f"{v:g}" for v in grid.columns], fontsize=6)
+        ax.set_yticks(range(values.shape[0]), [f"{v:g}" for v in grid.index], fontsize=6)
+        ax.set_title(wid, fontsize=8)
+        ax.set_xlabel(labels.get(x, x))
+        ax.set_ylabel(labels.get(y, y))
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), label="energy / baseline", shrink=0.8)
+    least = f" (each cell the least over {', '.join(labels[c] for c in others)})" if others else ""
+    fig.suptitle(title(f"Energy over the joint setting, red: the least{least}", simulated), fontsize=12)
+    return fig
+
+
 def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None = None,
                     workloads: pd.DataFrame | None = None) -> Figure:
     """Energy-optimal level (in the knob's unit) by model x task; models ordered by parameter count.

@@ -40,6 +40,15 @@ def register(sub) -> None:
                         "Jetson only: skipped on other backends unless a rate is given")
     p.add_argument("--cpu", metavar="MHZ|max|none",
                    help="the CPU clusters' clock during the fixed runs, as --emc (default max)")
+    j = p.add_argument_group("joint sweeps: several clocks set per run (docs/sweep.md, 'Joint sweeps')")
+    j.add_argument("--knob", action="append", metavar="CLOCK=MHZ,...",
+                   help="a clock's table: gpu=306,714,1300.5, emc=2133,3199 or cpu=1113.6,2201.6 (repeat for each; "
+                        "'all' for the board's levels); the sweep runs their product (or --design). The GPU's is "
+                        "required; a knob clock is set per run, so it takes no --emc/--cpu")
+    j.add_argument("--design", choices=("full", "random", "lhs"),
+                   help="which settings of the product: full (default), random or lhs (a Latin hypercube over the "
+                        "tables' indices), the last two with --settings N, seeded by --seed")
+    j.add_argument("--settings", type=int, metavar="N", help="how many settings --design random/lhs runs")
     p.add_argument("--steps", type=int, help="measured training steps per run (default 100)")
     p.add_argument("--warmup-steps", type=int, help="unmeasured steps before each window (default 10)")
     p.add_argument("--step-rows", type=int, default=50, metavar="N",
@@ -192,6 +201,40 @@ def pin_options(args) -> dict:
             if getattr(args, name, None) is not None}
 
 
+def knob_options(args, levels_mhz: list[float]) -> dict:
+    """``--knob gpu=... --knob emc=...``, ``--design``, ``--settings``: a joint plan's arguments
+    (empty without ``--knob``). The GPU's values are checked against the board's levels here,
+    the other clocks' when the sweep starts (they need the backend's pinned clocks)."""
+    if not getattr(args, "knob", None):
+        if getattr(args, "design", None) or getattr(args, "settings", None) is not None:
+            raise DvfsError("--design and --settings choose among a joint sweep's settings: give the clocks' tables "
+                            "with --knob gpu=... --knob emc=...")
+        return {}
+    if args.freqs:
+        raise DvfsError("--freqs and --knob gpu=... both give the GPU levels: with --knob, drop --freqs")
+    tables: dict[str, list[float]] = {}
+    for item in args.knob:
+        name, sep, values = item.partition("=")
+        if not sep or not values.strip():
+            raise DvfsError(f"--knob {item}: expected CLOCK=MHZ,... such as gpu=306,714,1300.5")
+        if name in tables:
+            raise DvfsError(f"--knob {name} is given twice; give each clock's table once")
+        if name == "gpu":
+            from dvfslab.core.levels import UnsupportedFrequencyError
+
+            try:
+                tables[name] = parse_freqs([values], levels_mhz)
+            except UnsupportedFrequencyError as err:
+                raise UnsupportedFrequencyError(err.freq_mhz, err.levels_mhz,
+                                                "Pick --knob gpu=... from these, or gpu=all.") from None
+            continue
+        try:
+            tables[name] = [float(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise DvfsError(f"--knob {item}: give MHz values separated by commas") from None
+    return {"knob_tables": tables, "design": args.design or "full", "n_settings": args.settings}
+
+
 def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None):
     """The plan of ``--workloads ...`` (None with only ``--resume``: the stored plan is run)."""
     from dvfslab.sweep.plan import make_plan
@@ -199,7 +242,7 @@ def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None)
     if args.workloads:
         return make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels_mhz),
                          maxn=not args.no_maxn, board_kind=board_kind, pins=pin_options(args),
-                         **{k: _plan_option(args, k) for k in PLAN_DEFAULTS})
+                         **knob_options(args, levels_mhz), **{k: _plan_option(args, k) for k in PLAN_DEFAULTS})
     if not args.resume:
         raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
                         "or all); to continue one, pass --resume")
@@ -221,6 +264,10 @@ def _refuse_plan_changes(args, levels_mhz: list[float]) -> None:
         if freqs != sorted(float(f) for f in stored["levels_mhz"]):
             changed.append(f"--freqs {' '.join(_split(args.freqs))} (the sweep has "
                            f"{' '.join(f'{f:g}' for f in stored['levels_mhz'])})")
+    if getattr(args, "knob", None) or getattr(args, "design", None) or getattr(args, "settings", None) is not None:
+        changed.append("--knob/--design/--settings (the sweep has "
+                       + (f"knobs {', '.join(stored['knobs'])}, design {stored.get('design')}" if stored.get("knobs")
+                          else "no joint knobs") + ")")
     if args.no_maxn and stored["maxn"]:
         changed.append("--no-maxn (the sweep has MAXN runs)")
     from dvfslab.sweep.plan import LEGACY_PINS, normalize_pins

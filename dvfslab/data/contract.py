@@ -7,7 +7,10 @@ dictionary in the README.
 The *knob* is what a fixed-policy run sets: ``meta.json`` names it (``"knob": "gpu_freq_mhz"``,
 the default when absent, so every older dataset loads unchanged, or ``"power_limit_w"``); the
 runs.csv column holding each run's level and the meta.json key listing the levels follow it
-(:data:`KNOBS`). Every problem is reported as a :class:`DatasetError` naming the
+(:data:`KNOBS`). A joint dataset (several clocks set together, issue #32) lists its clocks in
+``"knobs"`` and the settings it ran in ``"settings"``; runs.csv carries one column per clock (as
+read back) and the loader derives each fixed run's level, the index of its setting, into the
+column ``setting`` (:func:`joint_levels`). Every problem is reported as a :class:`DatasetError` naming the
 file, the column and the row (1-based data row; the CSV line is one more because of the
 header), so ``dvfslab validate`` can print one line and exit 2.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +30,14 @@ import pandas as pd
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401  (re-exported)
 from dvfslab.data.journal import journal_path, read_journal
-from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, Knob, get_knob  # noqa: F401  (re-exported)
+from dvfslab.data.knobs import (  # noqa: F401  (re-exported)
+    DEFAULT_KNOB,
+    JOINT_KNOBS,
+    KNOBS,
+    SETTING,
+    Knob,
+    get_knob,
+)
 
 SCHEMA_VERSION = 1
 SOURCES = ("measured", "simulated")
@@ -102,7 +112,10 @@ META_REQUIRED = ("schema_version", "source", "device", "freq_table_mhz", "baseli
 
 
 def run_columns(knob: Knob) -> dict[str, str]:
-    """:data:`RUN_COLUMNS` with the level column named after ``knob`` (same position)."""
+    """:data:`RUN_COLUMNS` with the level column named after ``knob`` (same position); a joint
+    dataset keeps ``gpu_freq_mhz`` (its level column, ``setting``, is derived on loading)."""
+    if knob.name == SETTING:
+        return dict(RUN_COLUMNS)
     return {(knob.name if col == DEFAULT_KNOB else col): kind for col, kind in RUN_COLUMNS.items()}
 
 
@@ -139,13 +152,27 @@ class Dataset:
 
     @property
     def knob(self) -> Knob:
-        """What the fixed-policy runs set (meta.json ``knob``; default ``gpu_freq_mhz``)."""
-        return get_knob(self.meta.get("knob"))
+        """What the fixed-policy runs set (meta.json ``knob``; default ``gpu_freq_mhz``; a joint
+        dataset's: :data:`SETTING`)."""
+        return get_knob(knob_name(self.meta))
 
     @property
     def levels(self) -> list[float]:
-        """The knob's levels, in its unit (``freq_table_mhz`` or ``power_limit_table_w``)."""
+        """The knob's levels, in its unit (``freq_table_mhz`` or ``power_limit_table_w``; a
+        joint dataset's: the setting indices 0, 1, ..., N-1)."""
+        if self.knob.name == SETTING:
+            return [float(i) for i in range(len(self.meta["settings"]))]
         return [float(f) for f in self.meta[self.knob.table_key]]
+
+    @property
+    def joint_knobs(self) -> tuple[str, ...]:
+        """The clocks of a joint dataset (runs.csv columns, meta.json ``knobs``); ``()`` otherwise."""
+        return tuple(self.meta.get("knobs") or ()) if self.knob.name == SETTING else ()
+
+    @property
+    def settings(self) -> list[tuple[float, ...]]:
+        """A joint dataset's settings (level ``i`` is ``settings[i]``); ``[]`` otherwise."""
+        return [tuple(float(v) for v in s) for s in self.meta.get("settings") or []] if self.joint_knobs else []
 
     @property
     def freq_table_mhz(self) -> list[float]:
@@ -181,7 +208,9 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
         raise DatasetError(root, "not a directory", fix="pass a dataset directory holding meta.json, workloads.csv and runs.csv")
     meta = _read_meta(root / "meta.json")
     workloads = _read_table(root / "workloads.csv", WORKLOAD_COLUMNS, WORKLOAD_EXTRA_COLUMNS)
-    runs = read_runs(root, get_knob(meta.get("knob")))
+    runs = read_runs(root, get_knob(knob_name(meta)))
+    if knob_name(meta) == SETTING:
+        runs[SETTING] = joint_levels(root / "runs.csv", runs, meta["knobs"], meta["settings"])
     steps_path = root / "steps.csv"
     steps = _read_table(steps_path, STEP_COLUMNS) if steps_path.exists() else None
     ds = Dataset(root, meta, workloads, runs, steps)
@@ -198,11 +227,11 @@ def _read_meta(path: Path) -> dict:
         raise DatasetError(path, f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
     if not isinstance(meta, dict):
         raise DatasetError(path, "must hold a JSON object")
-    knob_name = meta.get("knob", DEFAULT_KNOB)
-    if knob_name not in KNOBS:
-        raise DatasetError(path, f"knob {knob_name!r} is not one of {', '.join(KNOBS)}",
+    name = knob_name(meta)
+    if name not in KNOBS:
+        raise DatasetError(path, f"knob {name!r} is not one of {', '.join(KNOBS)}",
                            fix="name the quantity the runs set, or leave 'knob' out for the GPU clock")
-    knob = KNOBS[knob_name]
+    knob = KNOBS[name]
     required = tuple(knob.table_key if k == "freq_table_mhz" else k for k in META_REQUIRED)
     for key in required:
         if key not in meta:
@@ -214,6 +243,9 @@ def _read_meta(path: Path) -> dict:
         raise DatasetError(path, f"source {meta['source']!r} is not one of {', '.join(SOURCES)}")
     if meta["baseline"] not in BASELINES:
         raise DatasetError(path, f"baseline {meta['baseline']!r} is not one of {', '.join(BASELINES)}")
+    if name == SETTING:
+        _check_joint_meta(path, meta)
+        return meta
     table = meta[knob.table_key]
     # a dataset recorded without clock control (meta "clock_control": false, e.g. a
     # `dvfslab finetune --backend none` run) has no levels to list
@@ -222,6 +254,74 @@ def _read_meta(path: Path) -> dict:
             or not all(isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in table)):
         raise DatasetError(path, f"{knob.table_key} must be a non-empty list of positive numbers ({knob.unit})")
     return meta
+
+
+def knob_name(meta: Mapping) -> str:
+    """The knob a meta.json names: ``knob``, else :data:`SETTING` when it lists ``knobs`` (a
+    joint dataset), else the GPU clock."""
+    return meta.get("knob") or (SETTING if "knobs" in meta else DEFAULT_KNOB)
+
+
+def _check_joint_meta(path: Path, meta: Mapping) -> None:
+    """A joint dataset's ``knobs`` (distinct clock columns) and ``settings`` (distinct tuples of
+    positive MHz, one value per knob)."""
+    knobs = meta.get("knobs")
+    allowed = ", ".join(JOINT_KNOBS.values())
+    if (not isinstance(knobs, list) or not knobs or len(set(map(str, knobs))) != len(knobs)
+            or not set(knobs) <= set(JOINT_KNOBS.values())):
+        raise DatasetError(path, f"knobs must be a non-empty list of distinct clock columns ({allowed}), got {knobs!r}",
+                           fix="list the clocks the joint sweep set, e.g. [\"gpu_freq_mhz\", \"emc_freq_mhz\"]")
+    if meta.get("knob", SETTING) != SETTING:
+        raise DatasetError(path, f"a joint dataset (it lists knobs) has knob '{SETTING}', not {meta['knob']!r}",
+                           fix=f"drop 'knob' or set it to '{SETTING}'")
+    settings = meta["settings"]
+    ok = isinstance(settings, list) and settings and all(
+        isinstance(s, list) and len(s) == len(knobs)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in s) for s in settings)
+    if not ok:
+        raise DatasetError(path, f"settings must be a non-empty list of [{', '.join(knobs)}] lists of positive MHz",
+                           fix="one list per setting the sweep ran, its values in the order of 'knobs'")
+    seen: dict[tuple, int] = {}
+    for i, s in enumerate(settings):
+        key = tuple(float(v) for v in s)
+        if key in seen:
+            raise DatasetError(path, f"settings {seen[key]} and {i} are the same setting {list(s)}",
+                               fix="list each setting once")
+        seen[key] = i
+
+
+def joint_levels(path: Path, runs: pd.DataFrame, knobs: Sequence[str], settings: Sequence[Sequence[float]]) -> pd.Series:
+    """Each fixed run's level in a joint dataset: the index of its setting in ``settings``.
+
+    Each knob's column (as read back) must hold, within 0.5 MHz, one of that knob's values in
+    ``settings`` and the run's tuple must be one of the settings; runs of other policies get NaN.
+    """
+    fixed = (runs["policy"] == "fixed").to_numpy()
+    index = {tuple(float(v) for v in s): i for i, s in enumerate(settings)}
+    matched = np.zeros((len(runs), len(knobs)))
+    for k, col in enumerate(knobs):
+        if col not in runs.columns:
+            raise DatasetError(path, "column is missing", column=col,
+                               fix=f"a joint dataset carries one column per knob of meta.json knobs ({', '.join(knobs)})")
+        values = sorted({float(s[k]) for s in settings})
+        read = runs[col].astype(float).to_numpy()
+        for r in np.flatnonzero(fixed):
+            hit = [v for v in values if abs(v - read[r]) < 0.5] if not np.isnan(read[r]) else []
+            if not hit:
+                got = "empty" if np.isnan(read[r]) else f"{read[r]:g}"
+                raise DatasetError(path, f"{col} {got} is not one of the knob's values in meta.json settings "
+                                         f"({', '.join(f'{v:g}' for v in values)})", column=col, row=int(r) + 1,
+                                   fix="a fixed run of a joint sweep records every clock as read back")
+            matched[r, k] = hit[0]
+    out = np.full(len(runs), np.nan)
+    for r in np.flatnonzero(fixed):
+        key = tuple(float(v) for v in matched[r])
+        if key not in index:
+            raise DatasetError(path, f"setting ({', '.join(f'{v:g}' for v in key)}) of ({', '.join(knobs)}) is not "
+                                     "in meta.json settings", row=int(r) + 1,
+                               fix="add the setting to meta.json settings or mark the run failed")
+        out[r] = index[key]
+    return pd.Series(out, index=runs.index, name=SETTING)
 
 
 def read_runs(path: str | os.PathLike, knob: Knob | None = None) -> pd.DataFrame:
@@ -370,6 +470,8 @@ def _validate_measures(rpath: Path, runs: pd.DataFrame, *, energy_measured: bool
 
 def _validate_levels(ds: Dataset) -> None:
     runs, rpath, table, knob = ds.runs, ds.path / "runs.csv", ds.levels, ds.knob
+    if knob.name == SETTING and SETTING not in runs.columns:  # built in memory, not loaded
+        runs = runs.assign(**{SETTING: joint_levels(rpath, runs, ds.joint_knobs, ds.settings)})
     fixed = runs["policy"] == "fixed"
     level = runs[knob.name]
     if (row := _first(fixed & level.isna())) is not None:
@@ -417,7 +519,7 @@ def clock_warnings(ds: Dataset) -> list[str]:
     rpath, pins, out = ds.path / "runs.csv", dataset_pins(ds.meta), []
     fixed = ds.ok_runs()[ds.ok_runs()["policy"] == "fixed"]
     for name, col in CLOCK_COLUMNS.items():
-        if col not in fixed.columns:
+        if col not in fixed.columns or col in ds.joint_knobs:  # a joint sweep's knob moves on purpose
             continue
         values = fixed[col].dropna().astype(float)
         if values.empty:
@@ -484,7 +586,10 @@ def write_dataset(path: str | os.PathLike, meta: Mapping, workloads: pd.DataFram
     meta.setdefault("schema_version", SCHEMA_VERSION)
     meta.setdefault("dvfslab_version", __version__)
     atomic_write_csv(root / "workloads.csv", workloads, WORKLOAD_COLUMNS)
-    atomic_write_csv(root / "runs.csv", runs, run_columns(get_knob(meta.get("knob"))))
+    knob = get_knob(knob_name(meta))
+    if knob.name == SETTING:  # derived on loading, never stored
+        runs = runs.drop(columns=[SETTING], errors="ignore")
+    atomic_write_csv(root / "runs.csv", runs, run_columns(knob))
     if steps is not None:
         atomic_write_csv(root / "steps.csv", steps, STEP_COLUMNS)
     atomic_write_json(root / "meta.json", meta)

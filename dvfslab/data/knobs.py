@@ -1,8 +1,16 @@
-"""The knob of a dataset: what its fixed-policy runs set (the GPU clock, a GPU power limit).
+"""The knob of a dataset: what its fixed-policy runs set (the GPU clock, a GPU power limit, or
+a joint setting of several clocks).
 
 ``meta.json`` names it (``"knob"``; absent: ``gpu_freq_mhz``); the runs.csv column holding each
-run's level is the knob's name and the meta.json key listing its levels is ``table_key``. No
-pandas here: the board side may read it.
+run's level is the knob's name and the meta.json key listing its levels is ``table_key``.
+
+A **joint** dataset sets several clocks at once (issue #32): ``meta.json`` lists them
+(``"knobs": ["gpu_freq_mhz", "emc_freq_mhz"]``) and the table of settings that were run
+(``"settings": [[306, 2133], [306, 3199], ...]``, each a tuple in the order of ``knobs``). Its
+knob is :data:`SETTING` and a run's level is the 0-based *index* of its setting in that table:
+the level-indexed machinery (the Sweep, FFG, the oracle, the tree, voi, the replay) then works
+unchanged, one level per setting. A single-knob dataset is the one-knob case and loads as before.
+No pandas here: the board side may read it.
 """
 
 from __future__ import annotations
@@ -39,11 +47,35 @@ class Knob:
         return f"{level:g} {self.unit}"
 
 
+class SettingKnob(Knob):
+    """The knob of a joint dataset: a level is the index of a setting in meta.json ``settings``."""
+
+    def format(self, level: float) -> str:
+        """``"setting 3"``."""
+        return f"setting {level:g}"
+
+    @property
+    def suffix(self) -> str:
+        return "setting"
+
+
+#: the joint knob's name: the runs.csv column the loader derives (a run's setting index)
+SETTING = "setting"
 KNOBS: dict[str, Knob] = {
     "gpu_freq_mhz": Knob("gpu_freq_mhz", "freq_table_mhz", "MHz", "GPU level", "GPU frequency"),
     "power_limit_w": Knob("power_limit_w", "power_limit_table_w", "W", "GPU power limit", "GPU power limit"),
+    SETTING: SettingKnob(SETTING, "settings", "index", "joint setting", "joint clock setting"),
 }
 DEFAULT_KNOB = "gpu_freq_mhz"
+#: the clocks a joint setting may combine: short name (``--knob gpu=...``) -> runs.csv column
+JOINT_KNOBS: dict[str, str] = {"gpu": "gpu_freq_mhz", "emc": "emc_freq_mhz", "cpu": "cpu_freq_mhz"}
+#: the joint clocks' labels, by runs.csv column
+JOINT_LABELS: dict[str, str] = {"gpu_freq_mhz": "GPU", "emc_freq_mhz": "EMC", "cpu_freq_mhz": "CPU"}
+
+
+def format_setting(knobs: tuple[str, ...] | list[str], setting) -> str:
+    """``"GPU 714 MHz × EMC 2133 MHz"``: one joint setting in words."""
+    return " × ".join(f"{JOINT_LABELS.get(k, k)} {float(v):g} MHz" for k, v in zip(knobs, setting, strict=True))
 
 
 def get_knob(name: str | None = None) -> Knob:

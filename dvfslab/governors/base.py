@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from dvfslab.core.answers import ANSWER_COLUMNS
-from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
+from dvfslab.data.knobs import DEFAULT_KNOB, SETTING, get_knob
 from dvfslab.governors.errors import GovernorError
 
 if TYPE_CHECKING:
@@ -297,7 +297,11 @@ class Governor(Params):
         """Why this governor cannot be evaluated on ``data`` (``""``: it can)."""
         if self.tags.knobs and data.knob.name not in self.tags.knobs:
             knobs = " or ".join(f"the {get_knob(k).label} ({get_knob(k).unit})" for k in self.tags.knobs)
-            return f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
+            why = f"it decides {knobs} and the knob here is the {data.knob.label} ({data.knob.unit})"
+            if data.knob.name == SETTING:
+                why += ("; a joint setting's level is the index of a setting of several clocks, which it neither "
+                        "names nor can follow: use ffg, mlg, curve, profiled, zeus, voi or search (coordinate moves) there")
+            return why
         return ""
 
     def fallback_note(self) -> str:

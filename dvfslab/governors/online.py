@@ -90,7 +90,7 @@ class OnlineGovernor(ProbingGovernor):
     name = "online"
     summary = "probes 5 spread levels, then 3 around the first estimate (26 steps), fits E(l), holds the best"
     tags = GovernorTags(
-        needs_training=False, probes=True,
+        needs_training=False, probes=True, knobs=("gpu_freq_mhz", "power_limit_w"),  # one knob's U-curve
         saves=("n_levels", "coarse_steps", "fine_levels", "fine_steps", "warmup_steps", "probe_levels", "step_units",
                "model"),
         not_on_command_line="the online governor probes levels during training and needs each step's energy, which a "

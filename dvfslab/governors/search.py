@@ -31,6 +31,13 @@ themselves are not unimodal (a measured level costs more than a level on each si
 valleys), the decision's ``note`` says that the search stopped at a local minimum of a curve
 that is not unimodal, and which levels show it; a budget stop says so too.
 
+**A joint setting** (a level is the index of a setting of several clocks, docs/method.md): the
+search makes **coordinate moves** (:func:`coordinate_search`): from the prior's setting, the walk
+above along the GPU clock with the other clocks held, then along the next clock from the best
+found, and so on, round after round, until a round improves nothing. It needs the full grid of
+the clocks' tables (each line through a setting along one clock is then measured data); a joint
+dataset of a design of N settings is refused. Energy along each line is assumed U-shaped.
+
 The search is a generator that yields the index to measure next and receives its energy per
 unit; :class:`SearchSession` drives it in a replay (one probe of ``probe_units`` per level) and
 live (one training step at a time, until the level has run its units).
@@ -99,6 +106,46 @@ def local_search(n: int, start: int) -> Walk:
     return c  # lo = c - 1 and hi = c + 1 are measured and cost more: a local minimum
 
 
+def coordinate_search(settings: Sequence[Sequence[float]], start: int) -> Walk:
+    """Coordinate moves over a full grid of settings (module doc): yields setting indices to
+    measure, receives their costs, returns the index it stops at (a minimum along every clock)."""
+    cost: dict[int, Any] = {}
+    dims = len(settings[0]) if settings else 0
+    cur = min(max(int(start), 0), len(settings) - 1)
+    improved = True
+    while improved:
+        improved = False
+        for k in range(dims):
+            here = settings[cur]
+            line = sorted((i for i, s in enumerate(settings) if all(s[j] == here[j] for j in range(dims) if j != k)),
+                          key=lambda i: settings[i][k])
+            if len(line) < 2:
+                continue
+            walk = local_search(len(line), line.index(cur))
+            try:
+                pos = next(walk)
+                while True:
+                    i = line[pos]
+                    if i not in cost:
+                        cost[i] = yield i
+                    pos = walk.send(cost[i])
+            except StopIteration as stop:
+                best = line[stop.value]
+            if best != cur and cost[best] < cost[cur]:
+                cur, improved = best, True
+    if cur not in cost:  # a one-setting grid: measure it
+        cost[cur] = yield cur
+    return cur
+
+
+def full_grid(settings: Sequence[Sequence[float]]) -> bool:
+    """Whether ``settings`` are the whole product of each clock's values."""
+    if not settings:
+        return False
+    values = [{s[k] for s in settings} for k in range(len(settings[0]))]
+    return len({tuple(s) for s in settings}) == math.prod(len(v) for v in values) == len(settings)
+
+
 def not_unimodal(levels: Sequence[float], energy: Sequence[float]) -> list[float]:
     """The measured levels (ascending) that show the measured curve is not unimodal: a level
     costing more than a measured level on each side of it (empty: the points are unimodal)."""
@@ -137,9 +184,21 @@ class SearchGovernor(ProbingGovernor):
         self.max_probes = max_probes
         self.objective = objective
 
+    def unusable_reason(self, data: TrainingData) -> str:
+        settings = data.sweep.settings
+        if settings and not full_grid(settings):
+            return (f"its coordinate moves need the full grid of the clocks' tables, and this joint dataset ran "
+                    f"{len(settings)} settings of a design")
+        return super().unusable_reason(data)
+
     def _fit(self, data: TrainingData | None) -> None:
         from dvfslab.governors.registry import make
 
+        why = self.unusable_reason(data) if data is not None else ""
+        if why:
+            raise GovernorError(f"search: {why}")
+        #: a joint dataset's settings (the coordinate moves' grid); empty for one knob
+        self.settings_ = [list(s) for s in data.sweep.settings] if data is not None else []
         if self.prior is None:
             self.prior_ = None
             return
@@ -163,14 +222,18 @@ class SearchGovernor(ProbingGovernor):
             start = (len(table) - 1) // 2
         else:
             start = len(table) - 1 if pick is None else table.index(snap_mhz(float(pick), table))
-        return SearchSession(self, table, start)
+        settings = getattr(self, "settings_", [])
+        if settings and len(settings) != len(table):
+            raise GovernorError(f"search: fitted on {len(settings)} joint settings, asked to search {len(table)} levels")
+        return SearchSession(self, table, start, settings)
 
 
 class SearchSession(ProbeSession):
     """One job under the search: the walk's next index is probed for ``probe_units`` units (live:
     until it has run them, one step at a time); the walk decides what comes next."""
 
-    def __init__(self, governor: SearchGovernor, table: list[float], start: int):
+    def __init__(self, governor: SearchGovernor, table: list[float], start: int,
+                 settings: Sequence[Sequence[float]] = ()):
         self.table, self.objective = table, governor.objective
         self.units = float(governor.probe_units) if governor.probe_units is not None else 1.0 / len(table)
         if not (self.units > 0 and math.isfinite(self.units)):
@@ -182,7 +245,8 @@ class SearchSession(ProbeSession):
         self.measured: dict[int, tuple[float, float]] = {}  # index -> (energy, time) per unit
         self._acc = [0.0, 0.0, 0.0]  # units, energy, time at the level being probed
         self._limited = self.objective.max_slowdown_pct is not None
-        self._walk = local_search(len(table), start)
+        self._joint = bool(settings)
+        self._walk = coordinate_search(settings, start) if settings else local_search(len(table), start)
         self._pending: int | None = len(table) - 1 if self._limited else next(self._walk)
         self._top_first = self._limited
         self._stop = self._note = ""
@@ -247,7 +311,7 @@ class SearchSession(ProbeSession):
         idx = sorted(self.measured)
         ok = [(self.measured[i][0], self.table[i]) for i in idx if self._cost(i)[0] == 0.0]
         self._level = min(ok)[1] if ok else None
-        peaks = not_unimodal([self.table[i] for i in idx], [self._cost(i) for i in idx])
+        peaks = [] if self._joint else not_unimodal([self.table[i] for i in idx], [self._cost(i) for i in idx])
         notes = [self._stop] if self._stop else []
         if peaks:
             notes.append("stopped at a local minimum: the measured energies are not unimodal (higher than a level on "

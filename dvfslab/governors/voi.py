@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.errors import SweepError
-from dvfslab.data.knobs import DEFAULT_KNOB
+from dvfslab.data.knobs import DEFAULT_KNOB, SETTING
 from dvfslab.governors.base import (
     Decision,
     GovernorTags,
@@ -205,6 +205,9 @@ class VoiGovernor(ProbingGovernor):
                                "time_rel": [float(t) / t_b for t in time]})
                 groups.append(model_of.get(w, w))
         if len(curves) < 2:
+            if data is not None and data.knob.name == SETTING:
+                raise GovernorError(f"voi: a joint setting needs at least two training curves (got {len(curves)}); "
+                                    "its untrained U-shaped prior runs along one knob's levels, not setting indices")
             self.curves_ = []
             self.info_ = {"prior": "u-shape", "n_curves": 0, "shape_sigma": None,
                           "why": "untrained: fewer than two training curves"}

@@ -166,6 +166,12 @@ def _split_fleet(infos: Mapping[str, dict], kind: str, plan: SweepPlan) -> tuple
     levels = next(iter(boards.values()))["kind"]["levels_mhz"]
     for f in plan.levels_mhz:
         check_level(f, levels)
+    for name, _ in plan.knob_tables:  # a joint plan: every board must read back each knob clock
+        blind = sorted(i["worker"] for i in boards.values() if name != "gpu" and not i.get("reads_back", {}).get(name))
+        if blind:
+            raise SweepError(f"--knob {name}: the boards of workers {', '.join(map(str, blind))} cannot read the {name} "
+                             "clock back, and a joint dataset records each run's clocks as read back; sweep it on "
+                             "boards that read it")
     return boards, refused
 
 

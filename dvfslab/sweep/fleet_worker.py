@@ -178,7 +178,15 @@ def describe_board(plugin_name: str, dask_worker=None) -> dict:
     backend = b.backend
     return {**base, "error": None, "identity": b.identity, "kind": b.kind, "kind_id": b.kind_id,
             "device": kind_description(backend.description), "backend": backend.name,
-            "simulated": bool(backend.simulated), "energy_measured": backend.power is not None}
+            "simulated": bool(backend.simulated), "energy_measured": backend.power is not None,
+            "reads_back": reads_back(backend)}
+
+
+def reads_back(backend) -> dict[str, bool]:
+    """Per other clock the backend offers (``emc``, ``cpu``): whether it reads back, which a joint
+    sweep over that clock needs (docs/sweep.md, "Joint sweeps")."""
+    offered = backend.clocks.other_clocks() if backend.clocks is not None else {}
+    return {name: clock.read_mhz() is not None for name, clock in offered.items()}
 
 
 def run_on_board(spec: RunSpec, kind: str, plugin_name: str) -> dict:

@@ -84,7 +84,7 @@ def run_sweep(plan: SweepPlan | None, backend: Backend, executor: Executor, out_
         store = SweepStore(out)
         plan = store.open(plan, resume=resume)
         _check_levels(plan, backend)
-        pins = check_pins(backend, plan.pins)
+        pins = check_pins(backend, [(n, v) for n, v in plan.pins if n not in dict(plan.knob_tables)])
         table = workloads if workloads is not None else workload_table(plan.workloads)
         todo = store.todo(plan, retry_failed=retry_failed)
         session = {"started_at": utc_now(), "pid": os.getpid(), "host": socket.gethostname(),
@@ -205,3 +205,23 @@ def _check_levels(plan: SweepPlan, backend: Backend) -> None:
     levels = backend.clocks.levels_mhz()
     for f in plan.levels_mhz:
         check_level(f, levels)
+    _check_knobs(plan, backend)
+
+
+def _check_knobs(plan: SweepPlan, backend: Backend) -> None:
+    """A joint plan's other clocks: every value a level the clock can be pinned at
+    (:func:`check_pins`: its table, the power mode's cap) and the clock read back, since a joint
+    dataset places each run by the clocks it read (docs/dataset.md)."""
+    others = [(n, t) for n, t in plan.knob_tables if n != "gpu"]
+    if not others:
+        return
+    offered = backend.clocks.other_clocks()
+    for name, table in others:
+        clock = offered.get(name)
+        if clock is None:
+            raise SweepError(f"--knob {name}: backend {backend.name!r} cannot set the {name} clock; a joint sweep over "
+                             "it needs a Jetson (or a twin that models it)")
+        check_pins(backend, [(name, v) for v in table])
+        if clock.read_mhz() is None:
+            raise SweepError(f"--knob {name}: the {clock.label} cannot be read back here, and a joint dataset records "
+                             f"each run's {name} clock as read back; sweep it on a board that reads it")

@@ -226,6 +226,7 @@ def build_meta(device: dict, levels_mhz, backend_name: str, *, simulated: bool, 
             "sweep": {"backend": backend_name, "plan": plan.settings(), "cooldown": asdict(cooldown),
                       "executor": describe_executor(executor),
                       "sessions": stored.get("sweep", {}).get("sessions", []) + [session]}}
+    meta.update(plan.joint_meta())  # a joint plan's knobs and settings (empty for a GPU-only plan)
     if simulated:
         meta["generator"] = f"dvfslab sweep on the simulated board ({type(executor).__name__})"
         meta["seed"] = device.get("seed", plan.seed)

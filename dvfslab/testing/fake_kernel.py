@@ -35,6 +35,7 @@ import stat
 from pathlib import Path
 
 from dvfslab.core.boards import GPC_PTO_COUNTER
+from dvfslab.core.files import atomic_write_text
 from dvfslab.hw.jetson.sysfs import SysfsIO
 
 #: the fake kernel's rule state, at the root of every tree ``build_board`` writes
@@ -70,7 +71,9 @@ def load_kernel(root: Path) -> dict:
 
 
 def save_kernel(root: Path, kernel: dict) -> None:
-    (root / KERNEL_FILE).write_text(json.dumps(kernel, indent=1))
+    # atomically: a sweep SIGKILLed mid-write must not leave the next process an empty rule file
+    # (tests/test_sweep_crash.py kills at random points)
+    atomic_write_text(root / KERNEL_FILE, json.dumps(kernel, indent=1))
 
 
 def _einval(path: Path, why: str) -> OSError:
