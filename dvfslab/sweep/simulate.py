@@ -38,6 +38,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from dvfslab.core.files import new_folder, refuse_occupied
 from dvfslab.data.catalog import (
     CHARACTERIZATION_TASKS,
     EVALUATION_TASKS,
@@ -46,7 +47,6 @@ from dvfslab.data.catalog import (
     get_model,
     workload_row,
 )
-from dvfslab.core.files import new_folder, refuse_occupied
 from dvfslab.data.contract import RUN_COLUMNS, Dataset, write_dataset
 from dvfslab.hw.base import DvfsError
 from dvfslab.sim.backend import open_backend
