@@ -88,7 +88,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     measured.mkdir()
     (measured / "meta.json").write_text(json.dumps({"source": "measured"}))
     assert main(["simulate", "--out", str(measured), "--quick", "--no-progress"]) == 2
-    assert "only overwrites simulated datasets" in capsys.readouterr().err
+    assert "already holds a dataset (meta.json says source=measured)" in capsys.readouterr().err
     assert main(["simulate", "--out", str(tmp_path / "x"), "--models", "bert-hyper", "--no-progress"]) == 2
     assert "unknown model 'bert-hyper'" in capsys.readouterr().err
     assert main(["simulate", "--out", str(tmp_path / "x"), "--steps", "0", "--no-progress"]) == 2
