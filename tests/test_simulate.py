@@ -92,6 +92,10 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     assert main(["simulate", "--out", str(tmp_path / "x"), "--models", "bert-hyper", "--no-progress"]) == 2
     assert "unknown model 'bert-hyper'" in capsys.readouterr().err
     assert main(["simulate", "--out", str(tmp_path / "x"), "--steps", "0", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == "dvfslab simulate: error: simulate: --steps must be at least 1, got 0"
+    assert main(["simulate", "--out", str(tmp_path / "x"), "--reps", "-1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--reps must be at least 1, got -1" in err and "{" not in err  # a sentence, no Python dict
     with pytest.raises(SystemExit):
         main(["simulate", "--out", str(tmp_path / "x"), "--board", "thor"])
 

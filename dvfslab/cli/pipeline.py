@@ -15,6 +15,9 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true", help="smaller model-selection grid (CI, a first look)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the learned models (default 0)")
     p.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
+    p.add_argument("--force", action="store_true",
+                   help="replace what --out holds; without it an --out holding anything is refused (the new "
+                        "output is written beside it and swapped in when the run is complete)")
     p.set_defaults(func=run)
 
 
@@ -23,9 +26,23 @@ def run(args) -> int:
     from dvfslab.pipeline.runner import output_line, run_pipeline
     from dvfslab.pipeline.summary import governor_lines, read_summary
 
-    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html)
+    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html, force=args.force,
+                       rerun=_rerun(args))
     summary = read_summary(out)
     for line in governor_lines(summary, names()):  # registry order
         print(line)
     print(output_line(out, summary.get("source") == "simulated", args.html))
     return 0
+
+
+def _rerun(args) -> str:
+    """The command that runs this pipeline again (``--force``: the output folder may exist by then)."""
+    import shlex
+
+    words = ["dvfslab", "pipeline"]
+    if args.data:
+        words += ["--data", str(args.data)]
+    if args.out:
+        words += ["--out", str(args.out)]
+    words += ["--quick"] * args.quick + (["--seed", str(args.seed)] if args.seed else []) + ["--no-html"] * (not args.html)
+    return shlex.join(words + ["--force"] * args.force)

@@ -79,7 +79,7 @@ def spec_from_mapping(data: Mapping, where: str) -> WorkloadSpec:
     known = {*REQUIRED, "gemm_efficiency", "kernels_per_step"}
     extra = sorted(set(data) - known)
     if extra:
-        raise DvfsError(f"{where}: unknown field(s) {extra}; a spec has {', '.join(sorted(known))} {hint}")
+        raise DvfsError(f"{where}: unknown field(s) {', '.join(extra)}; a spec has {', '.join(sorted(known))} {hint}")
     values = {}
     for key in known - {"name"}:
         if key not in data or (key == "kernels_per_step" and data[key] is None):
@@ -87,8 +87,9 @@ def spec_from_mapping(data: Mapping, where: str) -> WorkloadSpec:
         v = data[key]
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise DvfsError(f"{where}: field {key!r} must be a number, got {v!r}")
-        if v < 0 or (v == 0 and key in ("flops_per_step", "batch_size", "gemm_efficiency")):
-            raise DvfsError(f"{where}: field {key!r} must be {'positive' if v == 0 else 'non-negative'}, got {v!r}")
+        positive = key in ("flops_per_step", "batch_size", "gemm_efficiency")  # the rest may be 0
+        if v < 0 or (v == 0 and positive):
+            raise DvfsError(f"{where}: field '{key}' must be {'positive' if positive else 'non-negative'}, got {v:g}")
         values[key] = v
     if values.get("gemm_efficiency", DEFAULT_GEMM_EFFICIENCY) > 1:
         raise DvfsError(f"{where}: field 'gemm_efficiency' is a share of the anchor GEMM rate (0–1], "

@@ -136,8 +136,9 @@ def simulation_plan(*, board: str = "agx-orin-64gb", seed: int = 0, quick: bool 
         plan = SimulationPlan(**{**asdict(plan), "window_phases": check_phases(window_phases)})
     changes = {k: v for k, v in (("steps", steps), ("reps", reps)) if v is not None}
     if changes:
-        if any(v < 1 for v in changes.values()):
-            raise DvfsError(f"simulate: {', '.join(changes)} must be at least 1, got {changes}")
+        bad = [f"--{k} must be at least 1, got {v}" for k, v in changes.items() if v < 1]
+        if bad:
+            raise DvfsError(f"simulate: {'; '.join(bad)}")
         plan = SimulationPlan(**{**asdict(plan), **changes, "step_rows": min(plan.step_rows, changes.get("steps", plan.steps))})
     return plan
 
