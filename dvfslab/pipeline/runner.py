@@ -22,7 +22,10 @@ notebooks chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv`
 Progress goes to ``stream`` (standard error): one bar per notebook on a terminal, one line per
 notebook elsewhere (a log, CI). The first failing notebook stops the run with a
 :class:`PipelineError` naming the notebook and the cell; its executed copy (with the traceback)
-is kept.
+is kept in ``<out>.incomplete``. The run is written into a temporary sibling of the output
+folder and renamed into place only when complete, so the output folder is never half-written;
+Ctrl-C raises :class:`PipelineInterrupted`, whose one line names the notebook interrupted, the
+notebooks complete (kept in ``<out>.incomplete``) and the command to rerun.
 """
 
 from __future__ import annotations
