@@ -3,21 +3,11 @@ BOARD --out DIR``: other people's measurements as a dataset."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 from pathlib import Path
 
 FORCE_HELP = ("replace what --out holds (a dataset, a sweep or anything else); without it such an --out is "
               "refused. The new dataset is written beside it and swapped in when complete")
-
-
-@contextlib.contextmanager
-def _new_dataset(args, command: str):
-    """A temporary sibling of ``--out`` to import into, renamed into place when complete."""
-    from dvfslab.core.files import new_folder
-
-    with new_folder(args.out, command, force=args.force) as tmp:
-        yield tmp
 
 
 def register(sub) -> None:
@@ -63,9 +53,11 @@ def register(sub) -> None:
 
 
 def run_zeus(args) -> int:
+    from dvfslab.core.files import new_folder
     from dvfslab.data.zeus import import_zeus
 
-    with _new_dataset(args, "dvfslab import zeus-nsdi") as tmp:
+    # imported into a temporary sibling of --out, renamed into place when complete
+    with new_folder(args.out, "dvfslab import zeus-nsdi", force=args.force) as tmp:
         ds = import_zeus(args.src, args.gpu, tmp, eval_every=args.eval_every, keep_incomplete=args.keep_incomplete)
     ds = replace(ds, path=Path(args.out))
     print(f"{ds.summary_line()}; knob {ds.knob.name}, levels {', '.join(ds.knob.format(v) for v in ds.levels)} "
@@ -76,9 +68,10 @@ def run_zeus(args) -> int:
 
 
 def run_loudva(args) -> int:
+    from dvfslab.core.files import new_folder
     from dvfslab.data.loudva import import_loudva
 
-    with _new_dataset(args, "dvfslab import loudva") as tmp:
+    with new_folder(args.out, "dvfslab import loudva", force=args.force) as tmp:
         ds = import_loudva(args.src, args.board, tmp, eval_every=args.eval_every,
                            keep_incomplete=args.keep_incomplete, job_inferences=args.job_inferences)
     ds = replace(ds, path=Path(args.out))

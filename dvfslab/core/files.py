@@ -1,4 +1,4 @@
-"""File helpers used by every writer: atomic writes, strict JSON, one lock, one timestamp."""
+"""File helpers used by every writer: atomic writes of files and whole folders, strict JSON, one lock, one timestamp."""
 
 from __future__ import annotations
 
