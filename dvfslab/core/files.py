@@ -251,6 +251,17 @@ def fsync_tree(root: str | os.PathLike) -> None:
         _fsync_dir(Path(dirpath))
 
 
+def new_sibling(dest: str | os.PathLike) -> Path:
+    """An empty temporary folder beside ``dest`` (``.DEST.dvfslab-<pid>-…``), to be published with
+    :func:`publish_folder`; siblings that dead writers left are removed first."""
+    dest = Path(dest).absolute()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _clean_dead_siblings(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=_SIBLING.format(name=dest.name) + f"{os.getpid()}-", dir=dest.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    return tmp.resolve()
+
+
 @contextlib.contextmanager
 def new_folder(dest: str | os.PathLike, command: str, *, force: bool = False) -> Iterator[Path]:
     """Write a whole folder: yield an empty temporary sibling of ``dest``; when the block ends
@@ -264,10 +275,7 @@ def new_folder(dest: str | os.PathLike, command: str, *, force: bool = False) ->
 
     dest = Path(dest)
     refuse_occupied(dest, command, force=force)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    _clean_dead_siblings(dest)
-    tmp = Path(tempfile.mkdtemp(prefix=_SIBLING.format(name=dest.name) + f"{os.getpid()}-", dir=dest.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
+    tmp = new_sibling(dest)
     try:
         pause_point("sibling-created")
         yield tmp

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import atomic_write_text, publish_folder, refuse_occupied
+from dvfslab.core.files import atomic_write_text, new_sibling, publish_folder, refuse_occupied
 from dvfslab.data.contract import load_dataset
 from dvfslab.pipeline.summary import caveat_lines, recommendation_line, update_summary
 
@@ -178,8 +177,7 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     ds = load_dataset(data)  # fail fast, with the dataset's own one-line reason
     final = (Path(out_dir) if out_dir is not None else default_out_dir()).absolute()
     refuse_occupied(final, "dvfslab pipeline", force=force)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    out = Path(tempfile.mkdtemp(prefix=f".{final.name}.dvfslab-{os.getpid()}-", dir=final.parent)).resolve()
+    out = new_sibling(final)
     params = {"DATA_DIR": str(data.resolve()), "OUTPUT_DIR": str(out), "SEED": int(seed), "QUICK": bool(quick)}
     log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
     bars = Progress(stream or sys.stderr, len(notebooks)) if progress else None
@@ -217,6 +215,7 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                                 f"{', '.join(m + '.png' for m in missing)}")
         summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "seconds": timings,
                                                     "total_s": round(time.perf_counter() - started, 2)}})
+        refuse_occupied(final, "dvfslab pipeline", force=force)  # something appeared there meanwhile
         publish_folder(out, final)
     except BaseException as err:
         keep = _keep_incomplete(out, final)
