@@ -32,6 +32,7 @@ import errno
 import json
 import os
 import stat
+import threading
 from pathlib import Path
 
 from dvfslab.core.boards import GPC_PTO_COUNTER
@@ -70,7 +71,12 @@ def load_kernel(root: Path) -> dict:
 
 
 def save_kernel(root: Path, kernel: dict) -> None:
-    (root / KERNEL_FILE).write_text(json.dumps(kernel, indent=1))
+    """Replace the rule state atomically: a real kernel's own state is never half-updated, so a
+    process killed (SIGKILL) while changing it, or one reading it meanwhile, sees the old state
+    or the new one, never an empty or cut-short file (no fsync: a power loss is not a fake's)."""
+    tmp = root / f"{KERNEL_FILE}.{os.getpid()}-{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(kernel, indent=1))
+    os.replace(tmp, root / KERNEL_FILE)
 
 
 def _einval(path: Path, why: str) -> OSError:
