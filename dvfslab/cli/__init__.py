@@ -32,6 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; no traceback for Ctrl-C or a closed standard output, wherever they come."""
+    try:
+        try:
+            return _main(argv)
+        except SystemExit:  # argparse's --help / usage errors: their text may meet a closed pipe too
+            sys.stdout.flush()
+            raise
+    except KeyboardInterrupt:  # while the commands load, before one runs
+        print("dvfslab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
