@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ZEUS = ROOT / "data" / "external" / "zeus_nsdi23"
 SIMULATE = ["simulate", "--quick", "--models", "bert-small", "--steps", "10", "--reps", "1", "--no-progress"]
 IMPORT = ["import", "zeus-nsdi", str(ZEUS), "--gpu", "v100"]
+ENSEMBLE = ["simulate", "--ensemble", "2", "--quick", "--no-progress"]
+PIPELINE = ["pipeline", "--data", str(ROOT / "tests" / "data" / "example"), "--quick", "--no-html"]
+LOUDVA = ["import", "loudva", str(ROOT / "data" / "external" / "loudva"), "--board", "nano"]
 
 
 def tree_hash(path: Path) -> str:
@@ -50,7 +53,8 @@ def a_sweep(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [SIMULATE, IMPORT], ids=["simulate", "import"])
+@pytest.mark.parametrize("command", [SIMULATE, IMPORT, LOUDVA, ENSEMBLE, PIPELINE],
+                         ids=["simulate", "import-zeus", "import-loudva", "ensemble", "pipeline"])
 def test_a_folder_holding_a_sweep_is_refused_and_left_unchanged(tmp_path, capsys, command):
     out = a_sweep(tmp_path / "out")
     before = tree_hash(out)
