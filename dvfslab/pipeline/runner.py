@@ -183,14 +183,12 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     bars = Progress(stream or sys.stderr, len(notebooks)) if progress else None
     started, timings = time.perf_counter(), {}
     rendered = []  # each notebook's HTML is rendered while the next one runs
-    current = None
     try:
         with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvfslab-html") as renders:
             import papermill  # noqa: F401  (1-2 s of imports: here, while the first kernel starts)
 
             for i, name in enumerate(notebooks, 1):
-                current = name
                 t0 = time.perf_counter()
                 km = kernels.take()
                 try:
@@ -206,7 +204,6 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                     rendered.append(renders.submit(render_html, executed))
                 if bars:
                     bars.done(i, name, _cells(executed), timings[name])
-            current = None
             for job in rendered:
                 job.result()  # an error in a rendering stops the run here
         missing = missing_figures(out, notebooks)
@@ -222,8 +219,10 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, PipelineInterrupted):
             _quiet_teardown()
             done = [n for n in notebooks if n in timings]
+            # the first notebook not complete: the one running, or the one about to start
+            left = next((n for n in notebooks if n not in timings), None)
             raise PipelineInterrupted(
-                f"interrupted during notebook {current or 'rendering'}; "
+                (f"interrupted during notebook {left}; " if left else "interrupted while finishing the run; ")
                 + (f"complete: {', '.join(done)} (executed notebooks, figures and tables in {keep}); "
                    if done else "no notebook was complete; ")
                 + f"nothing was written to {final}; rerun with: {rerun or 'the same command'}") from None
