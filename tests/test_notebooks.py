@@ -223,7 +223,9 @@ def test_a_failing_notebook_is_named_with_its_cell(tmp_path, monkeypatch):
     data = REPO / "tests" / "data" / "example"
     with pytest.raises(PL.PipelineError, match=r"01_characterization\.ipynb failed in cell 4 .*ValueError: the sweep is empty"):
         PL.run_pipeline(data, tmp_path / "run", notebooks=("01_characterization",), progress=False, log=lambda s: None)
-    assert (tmp_path / "run" / "01_characterization.html").exists()  # the failure, readable in a browser
+    # the failure, readable in a browser, kept beside --out; --out itself is not half-written
+    assert (tmp_path / "run.incomplete" / "01_characterization.html").exists()
+    assert not (tmp_path / "run").exists()
 
 
 def test_invalid_dataset_stops_before_any_kernel(tmp_path, capsys):

@@ -16,7 +16,7 @@ from dvfslab.sweep.simulate import SimulationPlan, simulate_dataset
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "data" / "replay"
 FILES = ("meta.json", "workloads.csv", "runs.csv", "steps.csv")
-REGENERATE = "regenerate it with: dvfslab simulate --out data/replay --seed 0 (see docs/calibration.md)"
+REGENERATE = "regenerate it with: dvfslab simulate --out data/replay --seed 0 --force (see docs/calibration.md)"
 
 
 @pytest.fixture(scope="module")

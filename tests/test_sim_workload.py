@@ -121,7 +121,10 @@ def test_the_default_governor_runs_a_gpu_bound_step_at_the_cap_and_a_cpu_bound_o
     ({"cpu_ops_per_step": -1}, "field 'cpu_ops_per_step' must be non-negative, got -1"),
     ({"dram_bytes_per_step": -2.5}, "field 'dram_bytes_per_step' must be non-negative"),
     ({"params_m": "big"}, "field 'params_m' must be a number"),
-    ({"flops": 1.0}, "unknown field(s) ['flops']"),
+    ({"flops": 1.0}, "unknown field(s) flops; a spec has"),
+    # one word per field, whatever the value: batch_size must be positive (-4 and 0 alike)
+    ({"batch_size": -4}, "field 'batch_size' must be positive, got -4"),
+    ({"batch_size": 0}, "field 'batch_size' must be positive, got 0"),
 ])
 def test_a_bad_spec_gets_one_line_naming_the_field(change, message, tmp_path, capsys):
     spec = {"name": "x", "flops_per_step": 1e12, "dram_bytes_per_step": 1e9, "cpu_ops_per_step": 1000,

@@ -88,10 +88,14 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     measured.mkdir()
     (measured / "meta.json").write_text(json.dumps({"source": "measured"}))
     assert main(["simulate", "--out", str(measured), "--quick", "--no-progress"]) == 2
-    assert "only overwrites simulated datasets" in capsys.readouterr().err
+    assert "already holds a dataset (meta.json says source=measured)" in capsys.readouterr().err
     assert main(["simulate", "--out", str(tmp_path / "x"), "--models", "bert-hyper", "--no-progress"]) == 2
     assert "unknown model 'bert-hyper'" in capsys.readouterr().err
     assert main(["simulate", "--out", str(tmp_path / "x"), "--steps", "0", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == "dvfslab simulate: error: simulate: --steps must be at least 1, got 0"
+    assert main(["simulate", "--out", str(tmp_path / "x"), "--reps", "-1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--reps must be at least 1, got -1" in err and "{" not in err  # a sentence, no Python dict
     with pytest.raises(SystemExit):
         main(["simulate", "--out", str(tmp_path / "x"), "--board", "thor"])
 
@@ -180,7 +184,7 @@ def test_simulate_is_a_sweep_with_energy_read_by_the_sampler(tmp_path):
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").iterdir()} == stamps
     for f in FILES:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    with pytest.raises(DvfsError, match="another directory than --out"):
+    with pytest.raises(DvfsError, match="must be outside --out"):
         simulate_dataset(work, plan, progress=False, work_dir=work)
 
 

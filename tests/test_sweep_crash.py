@@ -206,17 +206,23 @@ def test_sigkill_between_journal_append_and_compaction(tmp_path, env):
 def test_ctrl_c_names_the_command_that_resumes_and_that_command_finishes_the_sweep(tmp_path, env):
     board = build_board(tmp_path / "root", "agx-orin-jp6")
     out = tmp_path / "out"
-    proc = subprocess.Popen(sweep_cmd(board.root, out, seconds=0.25), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: n_done(out) >= 1, proc=proc)
+    cmd = [w for w in sweep_cmd(board.root, out, seconds=0.25) if w != "--no-progress"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the child reports each committed run on standard error (not a terminal): wait for the first
+    # report, then for the fake clocks to be pinned by the next run; no sleep, whatever the load
+    seen = []
+    while not seen or not seen[-1].startswith("sweep [1/16] "):
+        line = proc.stderr.readline()
+        assert line, f"sweep exited early with {proc.wait()}: {''.join(seen)}"
+        seen.append(line)
     wait_until(lambda: pinned(board), proc=proc)
-    time.sleep(0.03)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(seen) + rest
+    assert proc.returncode == 130, err
     # the same board, executor and session options; the plan's own are in plan.json
     resume = (f"dvfslab sweep --backend jetson --out {out} --resume --sysfs-root {board.root} "
-              "--cooldown-poll-s 0.05 --idle-s 0.05 --no-progress "
+              "--cooldown-poll-s 0.05 --idle-s 0.05 "
               "--executor dvfslab.testing.executors:SleepExecutor --executor-opt seconds=0.25")
     assert err.strip().splitlines()[-1] == (f"dvfslab sweep: interrupted; the runs finished so far are saved in "
                                             f"{out}; continue with: {resume}")

@@ -151,3 +151,36 @@ def test_online_governor_replays_a_sweeps_steps(tmp_path, no_sleep):
     assert main(["sweep", "--backend", "sim", "--workloads", "bert-base/sst2", "--freqs", "612", "--steps", "3",
                  "--step-rows", "0", "--out", str(tmp_path / "none"), "--no-progress"]) == 0
     assert not (tmp_path / "none" / "steps.csv").exists()
+
+
+@pytest.mark.parametrize("stop_after", [1, 7, 13])
+def test_an_interrupted_and_resumed_twin_sweep_writes_the_same_runs(tmp_path, no_sleep, stop_after):
+    """Ctrl-C after ``stop_after`` runs, then ``--resume`` in a new process's worth of objects (a
+    fresh backend and executor): runs.csv is byte for byte that of a sweep never interrupted,
+    rows in plan order, ``started_at`` included (the twin's clock, temperature and sensor noise
+    continue from the state the last finished run left, kept in its record)."""
+    plan = make_plan(["bert-small/sst2", "pythia-70m/mrpc"], [306.0, 816.0, 1300.5], reps=2, steps=6,
+                     warmup_steps=1, order="shuffled", seed=3)
+    n = len(plan)
+    assert n == 2 * 4 * 2
+
+    def sweep(out, resume=False, on_run=None):
+        return run_sweep(None if resume else plan, get_backend("sim", seed=7), SimExecutor(tick_s=0.05), out,
+                         resume=resume, progress=False, on_run=on_run)
+
+    whole = sweep(tmp_path / "whole")
+    done = []
+
+    def ctrl_c(record):
+        done.append(record["row"]["run_id"])
+        if len(done) == stop_after:
+            raise KeyboardInterrupt  # as Ctrl-C between two runs
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(tmp_path / "cut", on_run=ctrl_c)
+    assert len(load_dataset(tmp_path / "cut").runs) == stop_after < n
+    resumed = sweep(tmp_path / "cut", resume=True)
+    assert (tmp_path / "cut" / "runs.csv").read_bytes() == (tmp_path / "whole" / "runs.csv").read_bytes()
+    assert list(resumed.runs["run_id"]) == [r.run_id for r in plan.runs] == list(whole.runs["run_id"])
+    # not trivially equal: the runs differ from each other, and started_at moves on through the plan
+    assert resumed.runs["started_at"].is_monotonic_increasing and resumed.runs["energy_j"].nunique() == n

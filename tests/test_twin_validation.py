@@ -37,6 +37,42 @@ def test_calibrate_check_fails_when_a_parameter_was_typed_in(tmp_path, capsys):
     assert main(["calibrate", "--check", "--out", str(path)]) == 0
 
 
+def _with_reading(tmp_path, line, rail, **fields):
+    doc = json.loads(ORIN_CALIBRATION.read_text())
+    [row] = [r for r in doc["readings"] if (r["line"], r["rail"]) == (line, rail)]
+    row.update(fields)
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_calibrate_check_tolerates_floating_point_noise_of_an_exact_fit(tmp_path, capsys):
+    """clocks-max-64gb's GPU rail is fitted exactly: its residual is solver noise (-3.53858e-10 σ in
+    the file). Moved by 1e-10 (to -2.53858e-10), it is still the fit's output."""
+    path = _with_reading(tmp_path, "clocks-max-64gb", "VDD_GPU_SOC", residual_sigma=-2.53858e-10)
+    assert main(["calibrate", "--check", "--out", str(path)]) == 0
+    assert "matches the fit" in capsys.readouterr().out
+
+
+def test_calibrate_check_fails_on_a_thousandth_of_a_sigma_naming_the_reading(tmp_path, capsys):
+    """The same residual moved by 1e-3 σ (-3.53858e-10 + 0.001 = 0.000999999646 σ) is a change."""
+    path = _with_reading(tmp_path, "clocks-max-64gb", "VDD_GPU_SOC", residual_sigma=0.000999999646)
+    assert main(["calibrate", "--check", "--out", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "reading clocks-max-64gb VDD_GPU_SOC: residual_sigma" in out
+    assert "VDD_CPU_CV" not in out  # only the reading that differs is named
+
+
+def test_calibrate_check_fails_on_a_twin_value_moved_by_a_thousandth_of_its_sigma(tmp_path, capsys):
+    """forum-maxn's GPU rail: 40.4 W read, σ_rel 0.111803 -> σ = 4.51684 W; 1e-3 σ = 0.00451684 W,
+    so twin_w 40.212 -> 40.2165 (40.21652 at the file's 6 digits) must fail; moved by 1e-10 W it passes."""
+    path = _with_reading(tmp_path, "forum-maxn", "VDD_GPU_SOC", twin_w=40.2165)
+    assert main(["calibrate", "--check", "--out", str(path)]) == 1
+    assert "reading forum-maxn VDD_GPU_SOC: twin_w file 40.2165 vs fit 40.212" in capsys.readouterr().out
+    path = _with_reading(tmp_path, "forum-maxn", "VDD_GPU_SOC", twin_w=40.2120000001)
+    assert main(["calibrate", "--check", "--out", str(path)]) == 0
+
+
 def test_the_profile_takes_its_fitted_parameters_from_the_checked_in_file():
     params = json.loads(ORIN_CALIBRATION.read_text())["parameters"]
     assert set(params) == set(ORIN_FITTED) == set(FIT_BOX)

@@ -33,6 +33,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; no traceback for Ctrl-C or a closed standard output, wherever they come."""
+    try:
+        try:
+            return _main(argv)
+        except SystemExit:  # argparse's --help / usage errors: their text may meet a closed pipe too
+            sys.stdout.flush()
+            raise
+    except KeyboardInterrupt:  # while the commands load, before one runs
+        print("dvfslab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -41,13 +56,33 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warnings(args.command, warnings.showwarning)
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit as a traceback
+            return code
     except DvfsError as err:
         print(f"dvfslab {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"dvfslab {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"dvfslab {args.command}: {err or 'interrupted'}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of standard output went away (``| head``): stop quietly, as Unix tools do.
+
+    Standard output is pointed at /dev/null so that Python's flush at exit finds nothing to
+    complain about; the exit status is 141 (128 + SIGPIPE), what a shell shows for ``cat`` there.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture): nothing to do
+        pass
+    return 141
 
 
 def _one_line_warnings(command: str, default):

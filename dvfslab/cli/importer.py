@@ -3,6 +3,12 @@ BOARD --out DIR``: other people's measurements as a dataset."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+FORCE_HELP = ("replace what --out holds (a dataset, a sweep or anything else); without it such an --out is "
+              "refused. The new dataset is written beside it and swapped in when complete")
+
 
 def register(sub) -> None:
     p = sub.add_parser("import", help="convert published measurements into a dataset directory",
@@ -17,7 +23,8 @@ def register(sub) -> None:
     z.add_argument("src", metavar="SRC_DIR",
                    help="folder holding summary_power_<gpu>.csv (or its trace/ subfolder, or a Zeus checkout)")
     z.add_argument("--gpu", required=True, choices=["v100", "a40", "p100", "rtx6000"], help="which GPU's trace")
-    z.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
+    z.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write (a new one: see --force)")
+    z.add_argument("--force", action="store_true", help=FORCE_HELP)
     z.add_argument("--eval-every", type=int, default=2, metavar="N",
                    help="every N-th batch size of a (network, dataset, optimizer) goes to the evaluation split "
                         "(default 2; 0: all characterization)")
@@ -33,7 +40,8 @@ def register(sub) -> None:
     lv.add_argument("src", metavar="SRC",
                     help="a LoudVA checkout, its measurements/archive/Representative folder, or data/external/loudva")
     lv.add_argument("--board", required=True, choices=["agx-xavier", "xavier-nx", "nano"], help="which board")
-    lv.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
+    lv.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write (a new one: see --force)")
+    lv.add_argument("--force", action="store_true", help=FORCE_HELP)
     lv.add_argument("--job-inferences", type=float, default=108_000, metavar="N",
                     help="the whole job, in inferences (workloads.csv job_steps; default 108000: one hour of "
                          "30 frame/s video)")
@@ -45,9 +53,13 @@ def register(sub) -> None:
 
 
 def run_zeus(args) -> int:
+    from dvfslab.core.files import new_folder
     from dvfslab.data.zeus import import_zeus
 
-    ds = import_zeus(args.src, args.gpu, args.out, eval_every=args.eval_every, keep_incomplete=args.keep_incomplete)
+    # imported into a temporary sibling of --out, renamed into place when complete
+    with new_folder(args.out, "dvfslab import zeus-nsdi", force=args.force) as tmp:
+        ds = import_zeus(args.src, args.gpu, tmp, eval_every=args.eval_every, keep_incomplete=args.keep_incomplete)
+    ds = replace(ds, path=Path(args.out))
     print(f"{ds.summary_line()}; knob {ds.knob.name}, levels {', '.join(ds.knob.format(v) for v in ds.levels)} "
           f"-> {ds.path}")
     if ds.meta["incomplete_left_out"]:
@@ -56,10 +68,13 @@ def run_zeus(args) -> int:
 
 
 def run_loudva(args) -> int:
+    from dvfslab.core.files import new_folder
     from dvfslab.data.loudva import import_loudva
 
-    ds = import_loudva(args.src, args.board, args.out, eval_every=args.eval_every,
-                       keep_incomplete=args.keep_incomplete, job_inferences=args.job_inferences)
+    with new_folder(args.out, "dvfslab import loudva", force=args.force) as tmp:
+        ds = import_loudva(args.src, args.board, tmp, eval_every=args.eval_every,
+                           keep_incomplete=args.keep_incomplete, job_inferences=args.job_inferences)
+    ds = replace(ds, path=Path(args.out))
     print(f"{ds.summary_line()}; {len(ds.levels)} GPU clocks {ds.levels[0]:g}-{ds.levels[-1]:g} MHz, "
           f"baseline {ds.baseline} -> {ds.path}")
     if ds.meta["incomplete_left_out"]:

@@ -21,6 +21,9 @@ def register(sub) -> None:
     p.add_argument("--max-slowdown", type=float, default=None, metavar="PCT",
                    help="add a slowdown limit to the run's objective: at most PCT %% slower than the baseline")
     p.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML rendering")
+    p.add_argument("--force", action="store_true",
+                   help="replace what --out holds; without it an --out holding anything is refused (the new "
+                        "output is written beside it and swapped in when the run is complete)")
     p.set_defaults(func=run)
 
 
@@ -31,9 +34,23 @@ def run(args) -> int:
     from dvfslab.pipeline.summary import governor_lines, read_summary
 
     objective = objective_from(args.eta, args.max_slowdown)
-    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html, objective=objective)
+    out = run_pipeline(args.data, args.out, quick=args.quick, seed=args.seed, html=args.html, objective=objective,
+                       force=args.force, rerun=_rerun(args))
     summary = read_summary(out)
     for line in governor_lines(summary, names()):  # registry order
         print(line)
     print(output_line(out, summary.get("source") == "simulated", args.html))
     return 0
+
+
+def _rerun(args) -> str:
+    """The command that runs this pipeline again (``--force``: the output folder may exist by then)."""
+    import shlex
+
+    words = ["dvfslab", "pipeline"]
+    if args.data:
+        words += ["--data", str(args.data)]
+    if args.out:
+        words += ["--out", str(args.out)]
+    words += ["--quick"] * args.quick + (["--seed", str(args.seed)] if args.seed else []) + ["--no-html"] * (not args.html)
+    return shlex.join(words + ["--force"] * args.force)

@@ -72,6 +72,9 @@ def register(sub) -> None:
     p.add_argument("--work", default=None, metavar="DIR",
                    help="keep the sweep directory (plan.json, runs/<run_id>.json with the twin's exact values) "
                         "in DIR; running again with the same DIR resumes it (default: a temporary directory)")
+    p.add_argument("--force", action="store_true",
+                   help="replace what --out holds (a dataset, a sweep or anything else); without it such an --out "
+                        "is refused. The new folder is written beside it and swapped in when complete")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -105,12 +108,12 @@ def run(args) -> int:
         from dvfslab.pipeline.ensemble import run_ensemble
 
         t0 = time.perf_counter()
-        doc = run_ensemble(args.ensemble, plan, args.out, progress=not args.no_progress)
+        doc = run_ensemble(args.ensemble, plan, args.out, progress=not args.no_progress, force=args.force)
         print(f"wrote {args.out}/ensemble.json: {doc['n_members']} parameter sets on the "
               f"{'quick' if plan.quick else 'chosen'} grid ({len(plan.workloads())} workloads; SIMULATED) "
               f"in {time.perf_counter() - t0:.0f} s")
         return 0
-    ds = simulate_dataset(args.out, plan, progress=not args.no_progress, work_dir=args.work)
+    ds = simulate_dataset(args.out, plan, progress=not args.no_progress, work_dir=args.work, force=args.force)
     print(f"wrote {args.out}: {len(ds.workloads)} workloads, {len(ds.runs)} runs, "
           f"{0 if ds.steps is None else len(ds.steps)} step rows "
           f"(SIMULATED on {ds.meta['device']['board']}, seed {args.seed})")

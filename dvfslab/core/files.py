@@ -1,4 +1,4 @@
-"""File helpers used by every writer: atomic writes, strict JSON, one lock, one timestamp."""
+"""File helpers used by every writer: atomic writes of files and whole folders, strict JSON, one lock, one timestamp."""
 
 from __future__ import annotations
 
@@ -92,3 +92,196 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------------------------
+# Whole folders: written beside, renamed into place
+# --------------------------------------------------------------------------------------------
+
+#: a temporary sibling of ``DEST`` is ``.DEST.dvfslab-<pid>-<random>`` (its writer's pid: a later
+#: write to ``DEST`` removes those whose writer is dead)
+_SIBLING = ".{name}.dvfslab-"
+#: TEST-ONLY: with ``DVFSLAB_TEST_PAUSE_AT=<point>`` in its environment, a process that reaches
+#: that point of :func:`new_folder` prints ``dvfslab-test: paused at <point>`` to standard error
+#: and waits for its standard input to close, so that a test can kill it exactly there. Never set
+#: it outside tests.
+TEST_PAUSE_ENV = "DVFSLAB_TEST_PAUSE_AT"
+#: the points of :func:`new_folder`: the empty sibling made, the new folder written in it,
+#: the new folder in place with the old one not yet deleted
+FOLDER_POINTS = ("sibling-created", "written", "swapped")
+
+
+def pause_point(name: str) -> None:
+    """TEST-ONLY (see :data:`TEST_PAUSE_ENV`); does nothing unless that variable names ``name``."""
+    if os.environ.get(TEST_PAUSE_ENV) == name:
+        import sys
+
+        print(f"dvfslab-test: paused at {name}", file=sys.stderr, flush=True)
+        sys.stdin.read()
+
+
+def folder_contents(path: str | os.PathLike) -> str | None:
+    """What ``path`` holds, in words (None: nothing there, or an empty folder).
+
+    "a sweep (plan.json, N runs committed)", "a dataset (meta.json says source=...)",
+    "a file", or "N entries (first names ...)".
+    """
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.is_dir():
+        return "a file, not a folder"
+    entries = sorted(p.name for p in path.iterdir())
+    if not entries:
+        return None
+    if "plan.json" in entries:
+        n = len(list((path / "runs").glob("*.json"))) if (path / "runs").is_dir() else 0
+        return f"a sweep (plan.json, {n} run records in runs/)"
+    if "meta.json" in entries:
+        try:
+            source = json.loads((path / "meta.json").read_text(encoding="utf-8")).get("source")
+        except (OSError, ValueError, AttributeError):
+            source = "unreadable"
+        return f"a dataset (meta.json says source={source})"
+    if "ensemble.json" in entries:
+        return "an ensemble (ensemble.json)"
+    if "summary.json" in entries:
+        return "a pipeline output (summary.json)"
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} ({shown})"
+
+
+def refuse_occupied(path: str | os.PathLike, command: str, *, force: bool = False) -> None:
+    """Raise a one-line error when ``path`` holds anything and ``force`` is false."""
+    held = folder_contents(path)
+    if held is not None and not force:
+        from dvfslab.core.errors import DvfsError
+
+        raise DvfsError(f"{path} already holds {held}; {command} writes a new folder: pick another --out, "
+                        "or add --force to replace it")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_dead_siblings(dest: Path) -> None:
+    """Remove temporary siblings of ``dest`` whose writer died (SIGKILL, power loss)."""
+    import shutil
+
+    prefix = _SIBLING.format(name=dest.name)
+    for p in dest.parent.glob(prefix + "*"):
+        pid = p.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def publish_folder(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """Put the complete folder ``tmp`` at ``dest`` (a sibling), replacing what is there.
+
+    ``dest`` missing or an empty folder: one rename. Otherwise the two are swapped in one atomic
+    step where the system allows it (Linux), else ``dest`` is renamed aside first; the old
+    folder is deleted last. At every moment ``dest`` is the old folder, the new one, or (only
+    between the two renames of the fallback) absent with both complete beside it.
+    """
+    import shutil
+
+    tmp, dest = Path(tmp), Path(dest)
+    fsync_tree(tmp)
+    try:
+        os.rename(tmp, dest)  # onto a missing path or an empty folder
+        old = None
+    except OSError:
+        if dest.is_symlink() or not dest.is_dir():  # a file, or a link: replace it, not what it points at
+            dest.unlink()
+            os.rename(tmp, dest)
+            old = None
+        elif _exchange(tmp, dest):
+            old = tmp  # now holds the old folder
+        else:
+            old = tmp.with_name(tmp.name + "-old")
+            os.rename(dest, old)
+            os.rename(tmp, dest)
+    _fsync_dir(dest.parent)
+    if old is not None:
+        pause_point("swapped")
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike) -> None:
+    """fsync every file and folder under ``root`` (what a rename then publishes is on disk)."""
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def new_sibling(dest: str | os.PathLike) -> Path:
+    """An empty temporary folder beside ``dest`` (``.DEST.dvfslab-<pid>-…``), to be published with
+    :func:`publish_folder`; siblings that dead writers left are removed first."""
+    dest = Path(dest).absolute()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _clean_dead_siblings(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=_SIBLING.format(name=dest.name) + f"{os.getpid()}-", dir=dest.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    return tmp.resolve()
+
+
+@contextlib.contextmanager
+def new_folder(dest: str | os.PathLike, command: str, *, force: bool = False) -> Iterator[Path]:
+    """Write a whole folder: yield an empty temporary sibling of ``dest``; when the block ends
+    without an exception, rename it into place (:func:`publish_folder`).
+
+    ``dest`` holding anything is refused (:func:`refuse_occupied`) unless ``force``; on an
+    exception (Ctrl-C included) the sibling is deleted and ``dest`` is left as it was; after a
+    SIGKILL the sibling stays until the next write to ``dest`` removes it.
+    """
+    import shutil
+
+    dest = Path(dest)
+    refuse_occupied(dest, command, force=force)
+    tmp = new_sibling(dest)
+    try:
+        pause_point("sibling-created")
+        yield tmp
+        pause_point("written")
+        refuse_occupied(dest, command, force=force)  # something appeared there meanwhile
+        publish_folder(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

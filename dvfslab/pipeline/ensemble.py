@@ -102,16 +102,21 @@ def _bands(members: list[dict], levels: list[str]) -> dict:
     return out
 
 
-def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, progress: bool = True) -> dict:
-    """Simulate ``plan``'s grid on the central parameters and on ``n`` drawn sets; write ``ensemble.json``."""
+def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, progress: bool = True,
+                 force: bool = False) -> dict:
+    """Simulate ``plan``'s grid on the central parameters and on ``n`` drawn sets; write ``ensemble.json``.
+
+    ``out_dir`` holding anything is refused (before simulating) unless ``force``; the folder is
+    written beside it and renamed into place when complete (:func:`dvfslab.core.files.new_folder`).
+    """
     from dvfslab.core.errors import DvfsError
+    from dvfslab.core.files import new_folder, refuse_occupied
 
     if n < 2:
         raise DvfsError(f"simulate --ensemble: need at least 2 parameter sets for a band, got {n}")
     if not get_profile(plan.board).calibrated:
         raise DvfsError(f"simulate --ensemble: board {plan.board} is not calibrated; bands need agx-orin-64gb")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    refuse_occupied(out_dir, "dvfslab simulate --ensemble", force=force)
     levels = [format_mhz(f) for f in get_profile(plan.board).levels_mhz]
     members = []
     with tempfile.TemporaryDirectory(prefix="dvfslab-ensemble-") as tmp:
@@ -136,7 +141,8 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
         "paper": PAPER,
         "members": members,
     }
-    (out / "ensemble.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    with new_folder(out_dir, "dvfslab simulate --ensemble", force=force) as tmp:
+        (tmp / "ensemble.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return doc
 
 

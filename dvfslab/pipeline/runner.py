@@ -27,7 +27,10 @@ notebooks chain through files in ``OUTPUT_DIR`` (``sweep.json``, ``tables/*.csv`
 Progress goes to ``stream`` (standard error): one bar per notebook on a terminal, one line per
 notebook elsewhere (a log, CI). The first failing notebook stops the run with a
 :class:`PipelineError` naming the notebook and the cell; its executed copy (with the traceback)
-is kept.
+is kept in ``<out>.incomplete``. The run is written into a temporary sibling of the output
+folder and renamed into place only when complete, so the output folder is never half-written;
+Ctrl-C raises :class:`PipelineInterrupted`, whose one line names the notebook interrupted, the
+notebooks complete (kept in ``<out>.incomplete``) and the command to rerun.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import atomic_write_text
+from dvfslab.core.files import atomic_write_text, new_sibling, publish_folder, refuse_occupied
 from dvfslab.data.contract import load_dataset
 from dvfslab.pipeline.summary import caveat_lines, recommendation_line, update_summary
 
@@ -167,16 +170,27 @@ def missing_figures(out_dir: Path, notebooks: Sequence[str] = NOTEBOOKS) -> list
     return [n for n in names if not (out_dir / "figures" / f"{n}.png").exists()]
 
 
+class PipelineInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the run; ``str()`` is the one line to print (the notebook, what is complete,
+    the command to rerun)."""
+
+
 def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
                  quick: bool = False, seed: int = 0, notebooks: Sequence[str] = NOTEBOOKS, html: bool = True,
                  progress: bool = True, log: Callable[[str], None] = print, stream: TextIO | None = None,
-                 objective: Any = None) -> Path:
+                 objective: Any = None, force: bool = False, rerun: str | None = None) -> Path:
     """Run the notebook series on a dataset; return the output folder (see the module doc).
 
     ``log`` gets the first line and the last ones (the recommendation, the caveats); with
     ``progress``, each notebook's bar or line goes to ``stream`` (default: standard error).
     ``objective``: the run's objective (a :class:`~dvfslab.governors.objective.Selector` or its
     string; None: the least energy), passed to notebooks 04 and 05.
+    The output folder is written as a temporary sibling and renamed into place when the run is
+    complete (:func:`dvfslab.core.files.publish_folder`); an ``out_dir`` holding anything is
+    refused unless ``force``. A run that fails or is interrupted leaves its partial output in
+    ``<out_dir>.incomplete`` (the executed notebooks, with the traceback) and ``out_dir`` as it
+    was; an interruption raises :class:`PipelineInterrupted` naming the notebook, what is
+    complete and ``rerun`` (the command to run again).
     """
     from dvfslab.governors.objective import parse_objective
     from dvfslab.pipeline.kernels import KernelPool  # jupyter_client: the notebooks extra
@@ -186,49 +200,91 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         raise PipelineError(f"the bundled dataset {data} is missing: pass --data DIR, reinstall dvfslab, "
                             "or in a checkout restore the link dvfslab/pipeline/replay -> ../../data/replay")
     ds = load_dataset(data)  # fail fast, with the dataset's own one-line reason
-    out = Path(out_dir) if out_dir is not None else default_out_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    out = out.resolve()
+    final = (Path(out_dir) if out_dir is not None else default_out_dir()).absolute()
+    refuse_occupied(final, "dvfslab pipeline", force=force)
+    out = new_sibling(final)
     params = {"DATA_DIR": str(data.resolve()), "OUTPUT_DIR": str(out), "SEED": int(seed), "QUICK": bool(quick)}
     selector = parse_objective(objective)  # fail fast on a wrong objective
     log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
     bars = Progress(stream or sys.stderr, len(notebooks)) if progress else None
     started, timings = time.perf_counter(), {}
     rendered = []  # each notebook's HTML is rendered while the next one runs
-    with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvfslab-html") as renders:
-        import papermill  # noqa: F401  (1-2 s of imports: here, while the first kernel starts)
+    try:
+        with KernelPool(len(notebooks), out, KERNEL, KERNEL_ARGUMENTS) as kernels, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="dvfslab-html") as renders:
+            import papermill  # noqa: F401  (1-2 s of imports: here, while the first kernel starts)
 
-        for i, name in enumerate(notebooks, 1):
-            t0 = time.perf_counter()
-            km = kernels.take()
-            try:
-                extra = {"OBJECTIVE": selector.spec} if name in OBJECTIVE_NOTEBOOKS else {}
-                executed = execute(name, out, {**params, **registry_parameters(name), **extra},
-                                   bars.bar(i, name) if bars else False, km)
-            except PipelineError:
-                if html and (out / f"{name}.ipynb").exists():
-                    render_html(out / f"{name}.ipynb")  # the failure, readable in a browser
-                raise
-            finally:
-                kernels.stop(km)
-            timings[name] = round(time.perf_counter() - t0, 2)
-            if html:
-                rendered.append(renders.submit(render_html, executed))
-            if bars:
-                bars.done(i, name, _cells(executed), timings[name])
-        for job in rendered:
-            job.result()  # an error in a rendering stops the run here
-    missing = missing_figures(out, notebooks)
-    if missing:
-        raise PipelineError(f"{out}/figures: the notebooks did not write {', '.join(m + '.png' for m in missing)}")
-    summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed), "objective": selector.describe(),
-                                                "seconds": timings,
-                                                "total_s": round(time.perf_counter() - started, 2)}})
+            for i, name in enumerate(notebooks, 1):
+                t0 = time.perf_counter()
+                km = kernels.take()
+                try:
+                    extra = {"OBJECTIVE": selector.spec} if name in OBJECTIVE_NOTEBOOKS else {}
+                    executed = execute(name, out, {**params, **registry_parameters(name), **extra},
+                                       bars.bar(i, name) if bars else False, km)
+                except PipelineError:
+                    if html and (out / f"{name}.ipynb").exists():
+                        render_html(out / f"{name}.ipynb")  # the failure, readable in a browser
+                    raise
+                finally:
+                    kernels.stop(km)
+                timings[name] = round(time.perf_counter() - t0, 2)
+                if html:
+                    rendered.append(renders.submit(render_html, executed))
+                if bars:
+                    bars.done(i, name, _cells(executed), timings[name])
+            for job in rendered:
+                job.result()  # an error in a rendering stops the run here
+        missing = missing_figures(out, notebooks)
+        if missing:
+            raise PipelineError(f"{final}/figures: the notebooks did not write "
+                                f"{', '.join(m + '.png' for m in missing)}")
+        summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed),
+                                                    "objective": selector.describe(), "seconds": timings,
+                                                    "total_s": round(time.perf_counter() - started, 2)}})
+        refuse_occupied(final, "dvfslab pipeline", force=force)  # something appeared there meanwhile
+        publish_folder(out, final)
+    except BaseException as err:
+        keep = _keep_incomplete(out, final)
+        if isinstance(err, KeyboardInterrupt) and not isinstance(err, PipelineInterrupted):
+            _quiet_teardown()
+            done = [n for n in notebooks if n in timings]
+            # the first notebook not complete: the one running, or the one about to start
+            left = next((n for n in notebooks if n not in timings), None)
+            raise PipelineInterrupted(
+                (f"interrupted during notebook {left}; " if left else "interrupted while finishing the run; ")
+                + (f"complete: {', '.join(done)} (executed notebooks, figures and tables in {keep}); "
+                   if done else "no notebook was complete; ")
+                + f"nothing was written to {final}; rerun with: {rerun or 'the same command'}") from None
+        if isinstance(err, PipelineError) and str(out) in str(err):
+            raise PipelineError(str(err).replace(str(out), str(keep))) from None
+        raise
     for line in (recommendation_line(summary), *caveat_lines(summary)):
         if line:
             log(line)
-    return out
+    return final
+
+
+def _keep_incomplete(work: Path, final: Path) -> Path:
+    """Move a failed or interrupted run's partial output to ``<final>.incomplete`` (replacing an
+    older one), never to ``final``."""
+    import shutil
+
+    keep = final.with_name(final.name + ".incomplete")
+    if keep.exists():
+        shutil.rmtree(keep, ignore_errors=True)
+    try:
+        os.rename(work, keep)
+    except OSError:
+        return work
+    return keep
+
+
+def _quiet_teardown() -> None:
+    """After Ctrl-C, the notebook client's pending asyncio tasks end with a dead kernel; their
+    "Task exception was never retrieved" reports say nothing the interruption line does not."""
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
 
 
 def _cells(notebook: Path) -> int:

@@ -160,6 +160,29 @@ class SimBoard:
         self._set_idle_state()
 
     # -- clock and state ---------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """The board's whole changing state, as plain JSON values (floats round-trip exactly):
+        virtual time, temperature, clock and governor, the power state, the sensor noise stream.
+        :meth:`restore` on a fresh board of the same profile and seed continues from it exactly
+        as this board would (a resumed sweep, :meth:`dvfslab.sweep.twin.SimExecutor.resume_state`)."""
+        return {"t_s": self.clock.t_s, "temp_c": self.thermal.temp_c, "next_poll_s": self._next_poll,
+                "locked_mhz": self._locked, "freq_mhz": self._freq, "runs": self._runs, "state": list(self._state),
+                "governor": {"idle_avg": self.governor.idle_avg, "freq_avg": self.governor.freq_avg},
+                "sensor_rng": self.sensor_rng.bit_generator.state}
+
+    def restore(self, snap: Mapping) -> None:
+        """Put back a :meth:`snapshot` (of a board with this profile and seed)."""
+        self.clock.t_s = float(snap["t_s"])
+        self.thermal.temp_c = float(snap["temp_c"])
+        self._next_poll = float(snap["next_poll_s"])
+        self._locked = None if snap["locked_mhz"] is None else float(snap["locked_mhz"])
+        self._freq = float(snap["freq_mhz"])
+        self._runs = int(snap["runs"])
+        self._state = tuple(float(x) for x in snap["state"])
+        self.governor.idle_avg = float(snap["governor"]["idle_avg"])
+        self.governor.freq_avg = float(snap["governor"]["freq_avg"])
+        self.sensor_rng.bit_generator.state = dict(snap["sensor_rng"])
+
     def now(self) -> float:
         """Virtual time in seconds (the backend's ``clock``)."""
         return self.clock.t_s

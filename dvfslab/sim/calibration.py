@@ -220,16 +220,82 @@ def write_calibration(path: str | os.PathLike = ORIN_CALIBRATION, doc: dict | No
     return doc
 
 
+#: ``calibrate --check`` tolerance on a reading's ``twin_w`` and ``residual_sigma``, in units of that
+#: reading's σ: a change the fit could notice is orders above it, floating-point noise far below
+CHECK_TOL_SIGMA = 1e-4
+#: ... and on a fitted parameter or χ², relative: twice the rounding to :data:`SIGNIFICANT` digits
+CHECK_TOL_REL = 1e-5
+
+
+def _half_unit(x: float) -> float:
+    """Half a unit of the last significant digit kept in the file (the rounding of ``x``)."""
+    x = abs(float(x))
+    return 0.0 if x == 0.0 else 0.5 * 10.0 ** (np.floor(np.log10(x)) - (SIGNIFICANT - 1))
+
+
+def _num(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _reading_diffs(have: list, want: list) -> list[str]:
+    if not isinstance(have, list) or len(have) != len(want):
+        n = len(have) if isinstance(have, list) else "no"
+        return [f"readings: the file has {n} readings, the fit {len(want)}"]
+    diffs = []
+    for h, w in zip(have, want, strict=True):
+        name = f"reading {w['line']} {w['rail']}"
+        if not isinstance(h, dict) or (h.get("line"), h.get("rail")) != (w["line"], w["rail"]):
+            got = f"{h.get('line')} {h.get('rail')}" if isinstance(h, dict) else "not a reading"
+            diffs.append(f"{name}: the file has {got} in its place")
+            continue
+        sigma_w = w["sigma_rel"] * w["measured_w"]
+        for field in sorted(set(h) | set(w)):
+            hv, wv = h.get(field), w.get(field)
+            if field in ("twin_w", "residual_sigma") and _num(hv) is not None and _num(wv) is not None:
+                unit = sigma_w if field == "twin_w" else 1.0  # residual_sigma is already in σ
+                tol = CHECK_TOL_SIGMA * unit + _half_unit(hv) + _half_unit(wv)
+                if abs(hv - wv) > tol:
+                    diffs.append(f"{name}: {field} file {hv:g} vs fit {wv:g} (differs by "
+                                 f"{abs(hv - wv) / unit:.3g} σ; tolerance {CHECK_TOL_SIGMA:g} σ)")
+            elif hv != wv:
+                diffs.append(f"{name}: {field} file {hv!s} vs fit {wv!s}")
+    return diffs
+
+
+def _close_rel(hv, wv) -> bool:
+    if _num(hv) is None or _num(wv) is None:
+        return hv == wv
+    return abs(hv - wv) <= CHECK_TOL_REL * max(abs(hv), abs(wv)) + _half_unit(hv) + _half_unit(wv)
+
+
 def check_calibration(path: str | os.PathLike = ORIN_CALIBRATION) -> list[str]:
-    """What differs between the checked-in file and the fit's output now (empty: nothing)."""
+    """What differs between the checked-in file and the fit's output now (empty: nothing).
+
+    Numbers are compared with a stated tolerance (docs/calibration.md, section 2.1): a reading's
+    ``twin_w`` and ``residual_sigma`` within :data:`CHECK_TOL_SIGMA` of that reading's σ, a
+    fitted parameter and χ² within :data:`CHECK_TOL_REL` relative, each plus the rounding of the
+    two values to :data:`SIGNIFICANT` digits; everything else (readings, σ, hashes, sources,
+    assumptions) exactly. Each difference names the reading (line and rail) or parameter and field.
+    """
     try:
         have = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
-        return [f"{path}: unreadable ({err})"]
+        return [f"unreadable ({err})"]
+    if not isinstance(have, dict):
+        return ["not a calibration file (its JSON is not an object)"]
     want = calibration_document()
-    diffs = [f"parameter {k}: file {have.get('parameters', {}).get(k)} vs fit {v}"
-             for k, v in want["parameters"].items() if have.get("parameters", {}).get(k) != v]
-    diffs += [f"{k}: differs" for k in want if k != "parameters" and have.get(k) != want[k]]
+    diffs = []
+    params = have.get("parameters") if isinstance(have.get("parameters"), dict) else {}
+    for k, v in want["parameters"].items():
+        if not _close_rel(params.get(k), v):
+            diffs.append(f"parameter {k}: file {params.get(k)} vs fit {v} (tolerance {CHECK_TOL_REL:g} relative)")
+    diffs += [f"parameter {k}: in the file, not fitted" for k in params if k not in want["parameters"]]
+    diffs += _reading_diffs(have.get("readings"), want["readings"])
+    fit_have = have.get("fit") if isinstance(have.get("fit"), dict) else {}
+    for k, v in want["fit"].items():
+        if not _close_rel(fit_have.get(k), v):
+            diffs.append(f"fit {k}: file {fit_have.get(k)} vs fit {v}")
+    diffs += [f"{k}: differs" for k in want if k not in ("parameters", "readings", "fit") and have.get(k) != want[k]]
     return diffs
 
 

@@ -91,7 +91,7 @@ def spec_from_mapping(data: Mapping, where: str) -> WorkloadSpec:
     known = {*REQUIRED, "gemm_efficiency", "kernels_per_step", "precision", "seq_len"}
     extra = sorted(set(data) - known)
     if extra:
-        raise DvfsError(f"{where}: unknown field(s) {extra}; a spec has {', '.join(sorted(known))} {hint}")
+        raise DvfsError(f"{where}: unknown field(s) {', '.join(extra)}; a spec has {', '.join(sorted(known))} {hint}")
     precision = data.get("precision", "fp32")
     if precision not in PRECISIONS:
         raise DvfsError(f"{where}: field 'precision' must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -102,8 +102,9 @@ def spec_from_mapping(data: Mapping, where: str) -> WorkloadSpec:
         v = data[key]
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise DvfsError(f"{where}: field {key!r} must be a number, got {v!r}")
-        if v < 0 or (v == 0 and key in ("flops_per_step", "batch_size", "gemm_efficiency")):
-            raise DvfsError(f"{where}: field {key!r} must be {'positive' if v == 0 else 'non-negative'}, got {v!r}")
+        positive = key in ("flops_per_step", "batch_size", "gemm_efficiency")  # the rest may be 0
+        if v < 0 or (v == 0 and positive):
+            raise DvfsError(f"{where}: field '{key}' must be {'positive' if positive else 'non-negative'}, got {v:g}")
         values[key] = v
     if values.get("gemm_efficiency", DEFAULT_GEMM_EFFICIENCY) > 1:
         raise DvfsError(f"{where}: field 'gemm_efficiency' is a share of the anchor GEMM rate (0–1], "

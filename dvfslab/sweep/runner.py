@@ -116,10 +116,16 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
     last_write = t0
     with tqdm(total=len(plan), initial=len(plan) - len(todo), unit="run", desc="sweep", smoothing=0,
               disable=not tty, dynamic_ncols=True) as bar:
+        position = {r.run_id: k for k, r in enumerate(plan.runs)}
+        ran: set[str] = set()
         for i, spec in enumerate(todo, start=1):
             bar.set_postfix_str(f"{spec.workload_id} @ {spec.level_label} rep {spec.rep}"
                                 + (f", {n_failed} failed" if n_failed else ""), refresh=True)
+            _resume_board(spec, plan, position, ran, store, backend, executor)
             row, extras = execute_run(spec, backend, executor, cooldown, idle_power_w)
+            ran.add(spec.run_id)
+            if hasattr(executor, "resume_state"):
+                extras = {**extras, RESUME_STATE: jsonable(executor.resume_state(backend))}
             n_failed += row["status"] == "failed"
             store.commit(row, extras, meta)
             if consolidate_s is not None and (time.monotonic() - last_write >= consolidate_s or i == len(todo)):
@@ -132,6 +138,25 @@ def _run_all(todo: list[RunSpec], plan: SweepPlan, store: SweepStore, meta: dict
                 per_run_s = (time.monotonic() - t0) / i
                 print(f"sweep [{len(plan) - len(todo) + i}/{len(plan)}] {spec.run_id}: {row['status']}; "
                       f"ETA {_hms(per_run_s * (len(todo) - i))}", file=sys.stderr, flush=True)
+
+
+#: the record's extras key holding the executor's state after the run (see :func:`_resume_board`)
+RESUME_STATE = "resume_state"
+
+
+def _resume_board(spec: RunSpec, plan: SweepPlan, position: Mapping[str, int], ran: set[str], store: SweepStore,
+                  backend: Backend, executor: Executor) -> None:
+    """Before a run whose predecessor in plan order was done in an earlier session: give an
+    executor that keeps its board's state (``resume_state`` / ``resume_from``, the twin) the
+    state that run left, so the run starts as it would have in a sweep never interrupted."""
+    k = position[spec.run_id]
+    if k == 0 or not hasattr(executor, "resume_from"):
+        return
+    prev = plan.runs[k - 1].run_id
+    rec = store.records.get(prev)
+    if prev in ran or rec is None or RESUME_STATE not in rec.get("extras", {}):
+        return
+    executor.resume_from(backend, rec["extras"][RESUME_STATE])
 
 
 def notify_run(on_run: Callable[[dict], object], record: dict) -> None:

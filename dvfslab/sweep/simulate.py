@@ -31,13 +31,14 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
 
+from dvfslab.core.files import new_folder, refuse_occupied
 from dvfslab.data.catalog import (
     CHARACTERIZATION_TASKS,
     EVALUATION_TASKS,
@@ -135,8 +136,9 @@ def simulation_plan(*, board: str = "agx-orin-64gb", seed: int = 0, quick: bool 
         plan = SimulationPlan(**{**asdict(plan), "window_phases": check_phases(window_phases)})
     changes = {k: v for k, v in (("steps", steps), ("reps", reps)) if v is not None}
     if changes:
-        if any(v < 1 for v in changes.values()):
-            raise DvfsError(f"simulate: {', '.join(changes)} must be at least 1, got {changes}")
+        bad = [f"--{k} must be at least 1, got {v}" for k, v in changes.items() if v < 1]
+        if bad:
+            raise DvfsError(f"simulate: {'; '.join(bad)}")
         plan = SimulationPlan(**{**asdict(plan), **changes, "step_rows": min(plan.step_rows, changes.get("steps", plan.steps))})
     return plan
 
@@ -232,31 +234,23 @@ def _meta(plan: SimulationPlan, board: SimBoard, executor, cooldown, end_s: floa
 
 def simulate_dataset(out_dir: str | os.PathLike, plan: SimulationPlan | None = None, *,
                      progress: bool = True, work_dir: str | os.PathLike | None = None,
-                     profile: BoardProfile | None = None) -> Dataset:
+                     profile: BoardProfile | None = None, force: bool = False) -> Dataset:
     """Generate ``plan`` (default: the full paper grid, seed 0) and write it to ``out_dir``.
 
     ``work_dir``: keep the sweep directory there (see :func:`generate`); default a temporary one;
-    ``profile``: another parameter set of the plan's board (see :func:`generate`).
+    ``profile``: another parameter set of the plan's board (see :func:`generate`). ``out_dir``
+    holding anything is refused before simulating unless ``force``; the dataset is written into
+    a temporary sibling and renamed into place when complete
+    (:func:`dvfslab.core.files.new_folder`), so a kill leaves the old folder or the new one.
     """
     plan = plan or SimulationPlan()
-    if work_dir is not None and Path(work_dir).resolve() == Path(out_dir).resolve():
-        raise DvfsError(f"simulate: --work {work_dir} must be another directory than --out (it holds the sweep's "
-                        "own records, not the dataset)")
-    _refuse_measured(out_dir)
+    if work_dir is not None:
+        work, out = Path(work_dir).resolve(), Path(out_dir).resolve()
+        if work == out or out in work.parents:
+            raise DvfsError(f"simulate: --work {work_dir} must be outside --out (it holds the sweep's own records, "
+                            "not the dataset)")
+    refuse_occupied(out_dir, "dvfslab simulate", force=force)  # before the simulation, not after
     meta, workloads, runs, steps = generate(plan, progress=progress, work_dir=work_dir, profile=profile)
-    return write_dataset(out_dir, meta, workloads, runs, steps)
-
-
-def _refuse_measured(out_dir: str | os.PathLike) -> None:
-    """Never overwrite a dataset that is not simulated (a real sweep is days of work)."""
-    path = os.path.join(out_dir, "meta.json")
-    if not os.path.exists(path):
-        return
-    try:
-        with open(path, encoding="utf-8") as fh:
-            source = json.load(fh).get("source")
-    except (OSError, ValueError, AttributeError):
-        source = "unreadable"
-    if source != "simulated":
-        raise DvfsError(f"{out_dir} already holds a dataset whose meta.json says source={source!r}; "
-                        "simulate only overwrites simulated datasets — pick another --out")
+    with new_folder(out_dir, "dvfslab simulate", force=force) as tmp:
+        ds = write_dataset(tmp, meta, workloads, runs, steps)
+    return replace(ds, path=Path(out_dir))

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dvfslab.core.files import atomic_write_json, jsonable, utc_now
+from dvfslab.core.files import atomic_write_json, folder_contents, jsonable, utc_now
 from dvfslab.data.contract import (
     RUN_COLUMNS,
     STEP_COLUMNS,
@@ -96,8 +96,12 @@ class SweepStore:
             return stored
         if plan is None:
             raise SweepError(f"{plan_path} is missing: nothing to resume; give --workloads to start a sweep")
-        if any(self.root.glob("*.csv")) or (self.root / "meta.json").exists():
-            raise SweepError(f"{self.root} holds a dataset that is not a sweep; choose an empty --out")
+        others = [p.name for p in self.root.iterdir() if not p.name.startswith(".sweep.lock")] if self.root.is_dir() else []
+        if others:
+            held = folder_contents(self.root) if "meta.json" in others else \
+                f"{len(others)} entries ({', '.join(sorted(others)[:3])}{', ...' if len(others) > 3 else ''})"
+            raise SweepError(f"{self.root} already holds {held}, not a sweep; a new sweep needs an empty or new "
+                             "--out: pick another")
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(plan_path, plan.to_json())
         return plan

@@ -35,8 +35,10 @@ class SimExecutor(Executor):
     :meth:`~dvfslab.measure.sampler.PowerSampler.extend`): the same samples, noise included, as a call
     per tick, without the Python cost. The twin's own exact integrals go to the run record
     (``extras["twin"]``). A run's noise depends only on the board seed, the workload and
-    (policy, level, rep), so runs are reproducible whatever the order and however often the
-    sweep was resumed.
+    (policy, level, rep); the board's clock, temperature and sensor noise stream carry over from
+    run to run, and a resumed sweep puts back the state the run before left
+    (:meth:`resume_state`), so a sweep interrupted and resumed writes the same runs as one never
+    interrupted.
 
     ``step_rows``: for repetition 0 of each (workload, policy, level), the record also keeps
     the first ``step_rows`` steps (``extras["step_rows"]``: ``time_s`` and ``energy_j`` lists, time
@@ -77,6 +79,16 @@ class SimExecutor(Executor):
         """Idle the twin for ``seconds`` of virtual time (no real sleeping), sampling every tick."""
         if seconds > 0:
             self._board(backend).idle(seconds, on_ticks=self._ticks(sampler), tick_s=self.tick_s)
+
+    def resume_state(self, backend: Backend) -> dict:
+        """The twin's state after a run (:meth:`dvfslab.sim.board.SimBoard.snapshot`), kept in the
+        run's record: a resumed sweep puts it back before the next run (:meth:`resume_from`), so
+        the twin's clock, temperature and noise stream continue as in a sweep never interrupted."""
+        return self._board(backend).snapshot()
+
+    def resume_from(self, backend: Backend, state: Mapping) -> None:
+        """Put back the state :meth:`resume_state` kept after the run before this one."""
+        self._board(backend).restore(state)
 
     def workload(self, workload_id: str):
         """The twin's view of a catalog workload (cached)."""

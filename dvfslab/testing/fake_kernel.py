@@ -32,6 +32,7 @@ import errno
 import json
 import os
 import stat
+import threading
 from pathlib import Path
 
 from dvfslab.core.boards import GPC_PTO_COUNTER
@@ -71,9 +72,12 @@ def load_kernel(root: Path) -> dict:
 
 
 def save_kernel(root: Path, kernel: dict) -> None:
-    # atomically: a sweep SIGKILLed mid-write must not leave the next process an empty rule file
-    # (tests/test_sweep_crash.py kills at random points)
-    atomic_write_text(root / KERNEL_FILE, json.dumps(kernel, indent=1))
+    """Replace the rule state atomically: a real kernel's own state is never half-updated, so a
+    process killed (SIGKILL) while changing it, or one reading it meanwhile, sees the old state
+    or the new one, never an empty or cut-short file (no fsync: a power loss is not a fake's)."""
+    tmp = root / f"{KERNEL_FILE}.{os.getpid()}-{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(kernel, indent=1))
+    os.replace(tmp, root / KERNEL_FILE)
 
 
 def _einval(path: Path, why: str) -> OSError:
