@@ -167,7 +167,7 @@ class SimBoard:
         as this board would (a resumed sweep, :meth:`dvfslab.sweep.twin.SimExecutor.resume_state`)."""
         return {"t_s": self.clock.t_s, "temp_c": self.thermal.temp_c, "next_poll_s": self._next_poll,
                 "locked_mhz": self._locked, "freq_mhz": self._freq, "runs": self._runs, "state": list(self._state),
-                "governor": {"idle_avg": self.governor.idle_avg, "freq_avg": self.governor.freq_avg},
+                "governor": {k: float(getattr(self.governor, k)) for k in self.governor.STATE},
                 "sensor_rng": self.sensor_rng.bit_generator.state}
 
     def restore(self, snap: Mapping) -> None:
@@ -179,8 +179,8 @@ class SimBoard:
         self._freq = float(snap["freq_mhz"])
         self._runs = int(snap["runs"])
         self._state = tuple(float(x) for x in snap["state"])
-        self.governor.idle_avg = float(snap["governor"]["idle_avg"])
-        self.governor.freq_avg = float(snap["governor"]["freq_avg"])
+        for k in self.governor.STATE:
+            setattr(self.governor, k, float(snap["governor"][k]))
         self.sensor_rng.bit_generator.state = dict(snap["sensor_rng"])
 
     def now(self) -> float:

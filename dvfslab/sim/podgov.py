@@ -37,6 +37,9 @@ __all__ = ["PodGovernor"]
 class PodGovernor:
     """``nvhost_podgov`` of L4T r36 (see the module doc for each rule and its source)."""
 
+    #: what changes as it runs: a snapshot of these (a resumed twin sweep) continues it exactly
+    STATE = ("cycles_avg", "freq_avg", "since_change_s")
+
     def __init__(self, levels_mhz, cap_mhz: float, *, load_target: float = 0.70, load_max: float = 0.90,
                  bias: float = 0.80, smooth: int = 10, damp: int = 7, poll_s: float = 0.025,
                  block_window_s: float = 0.050):

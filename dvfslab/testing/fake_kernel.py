@@ -36,7 +36,6 @@ import threading
 from pathlib import Path
 
 from dvfslab.core.boards import GPC_PTO_COUNTER
-from dvfslab.core.files import atomic_write_text
 from dvfslab.hw.jetson.sysfs import SysfsIO
 
 #: the fake kernel's rule state, at the root of every tree ``build_board`` writes
