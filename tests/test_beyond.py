@@ -24,6 +24,7 @@ from dvfslab import analysis as F
 from dvfslab import governors as G
 from dvfslab.analysis import TrainingData
 from dvfslab.analysis.steps import StepSource
+from dvfslab.core.errors import SweepError
 from dvfslab.data.contract import load_dataset, write_dataset
 from dvfslab.evaluation import probes as P
 from dvfslab.evaluation import replay as E
@@ -359,7 +360,7 @@ def test_online_replay_charges_its_probing_steps(tmp_path):
     assert row["time_s"] != pytest.approx(sweep.at("toy/a", truth)[1])
     # a workload the dataset has not measured: the replay says so instead of inventing a probe
     source = StepSource.from_sweep(sweep)
-    with pytest.raises(F.SweepError, match="'other/b' has no ok fixed-level runs"):
+    with pytest.raises(SweepError, match="'other/b' has no ok fixed-level runs"):
         gov.decide({"workload_id": "other/b"}, source.probe("other/b"))
 
 

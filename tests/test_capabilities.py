@@ -11,13 +11,13 @@ from dataclasses import replace
 
 import pytest
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.hw import get_backend
 from dvfslab.hw.base import (
     Backend,
     ClockControl,
     ClockState,
     CounterReading,
-    DvfsError,
     LockCheck,
     PowerReader,
     PowerSample,

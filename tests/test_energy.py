@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dvfslab.hw.base import DvfsError
+from dvfslab.core.errors import DvfsError
 from dvfslab.measure.energy import (
     EnergyInputError,
     SampleArrays,

@@ -22,6 +22,7 @@ from analysis_fixtures import (
 
 from dvfslab.analysis import aggregate as F
 from dvfslab.analysis import features as FT
+from dvfslab.core.errors import SweepError
 from dvfslab.data.contract import load_dataset, write_dataset
 
 
@@ -186,7 +187,7 @@ def test_sweep_round_trips_through_files_exactly(ds, tmp_path):
 
 
 def test_read_sweep_names_the_missing_step(tmp_path):
-    with pytest.raises(F.SweepError, match="01_characterization"):
+    with pytest.raises(SweepError, match="01_characterization"):
         F.read_sweep(tmp_path)
 
 
@@ -195,7 +196,7 @@ def test_a_sweep_written_by_an_older_dvfslab_says_how_to_regenerate(ds, tmp_path
     meta = json.loads((tmp_path / "sweep.json").read_text())
     meta["freq_table_mhz"] = meta.pop("level_table")  # the key before levels were knob-neutral
     (tmp_path / "sweep.json").write_text(json.dumps(meta))
-    with pytest.raises(F.SweepError, match=r"older dvfslab .*rerun `dvfslab pipeline --out") as err:
+    with pytest.raises(SweepError, match=r"older dvfslab .*rerun `dvfslab pipeline --out") as err:
         F.read_sweep(tmp_path)
     assert "\n" not in str(err.value)
 
@@ -203,7 +204,7 @@ def test_a_sweep_written_by_an_older_dvfslab_says_how_to_regenerate(ds, tmp_path
 def test_dataset_without_energy_is_refused(ds, tmp_path):
     meta = {**ds.meta, "energy_measured": False}
     no_energy = write_dataset(tmp_path / "ne", meta, ds.workloads, ds.runs)
-    with pytest.raises(F.SweepError, match="energy_measured"):
+    with pytest.raises(SweepError, match="energy_measured"):
         F.sweep_from_dataset(no_energy)
 
 
@@ -283,5 +284,5 @@ def test_a_power_limit_sweep_keeps_its_knob_through_files(tmp_path):
     F.write_sweep(sweep, tmp_path / "out")
     back = F.read_sweep(tmp_path / "out")
     assert back.knob.name == "power_limit_w" and back.level_table == (100.0, 250.0)
-    with pytest.raises(F.SweepError, match="not measured at 175 W"):
+    with pytest.raises(SweepError, match="not measured at 175 W"):
         back.at("w", 175.0)

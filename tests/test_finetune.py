@@ -20,13 +20,13 @@ pytest.importorskip("datasets")
 from transformers import TrainerCallback  # noqa: E402
 
 from dvfslab import cli  # noqa: E402
+from dvfslab.core.errors import DvfsError  # noqa: E402
 from dvfslab.data.contract import load_dataset  # noqa: E402
 from dvfslab.harness import DvfsCallback, EnergyNotMeasuredWarning, FinetuneError, finetune  # noqa: E402
 from dvfslab.hw import get_backend  # noqa: E402
 from dvfslab.hw.base import (  # noqa: E402
     Backend,
     ClockPermissionError,
-    DvfsError,
     UnsupportedFrequencyError,
 )
 from dvfslab.hw.jetson.backend import open_backend  # noqa: E402

@@ -9,8 +9,8 @@ import pytest  # noqa: E402
 datasets = pytest.importorskip("datasets")
 pytest.importorskip("transformers")
 
+from dvfslab.core.errors import DvfsError  # noqa: E402
 from dvfslab.harness import glue  # noqa: E402
-from dvfslab.hw.base import DvfsError  # noqa: E402
 
 ALL_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli")
 

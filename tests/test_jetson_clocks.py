@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dvfslab.core.boards import ORIN_LEVELS_MHZ
+from dvfslab.core.errors import DvfsError
 from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
     ClockPermissionError,
-    DvfsError,
     FrequencyCappedError,
     UnsupportedFrequencyError,
 )

@@ -11,8 +11,9 @@ from collections import Counter
 import pytest
 
 from dvfslab.cli import main
+from dvfslab.core.errors import SweepError
 from dvfslab.hw.jetson.backend import open_backend
-from dvfslab.sweep.plan import SweepError, SweepPlan, design_settings, make_plan
+from dvfslab.sweep.plan import SweepPlan, design_settings, make_plan
 from dvfslab.sweep.runner import run_sweep
 from dvfslab.sweep.session import Cooldown
 from dvfslab.testing.executors import SleepExecutor

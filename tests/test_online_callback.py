@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 
 from test_cli_hardware import ORIGINAL, limits  # noqa: E402
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.governors.base import Decision  # noqa: E402
 from dvfslab.governors.online import OnlineGovernor  # noqa: E402
 from dvfslab.harness.callback import DvfsCallback  # noqa: E402
@@ -23,7 +24,6 @@ from dvfslab.harness.types import FinetuneError  # noqa: E402
 from dvfslab.hw.base import (  # noqa: E402
     Backend,
     ClockState,
-    DvfsError,
     PowerReader,
     PowerSample,
     UnsupportedFrequencyError,

@@ -15,8 +15,9 @@ import json
 
 import pytest
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.levels import UnsupportedFrequencyError
-from dvfslab.hw.base import DvfsError, FrequencyCappedError
+from dvfslab.hw.base import FrequencyCappedError
 from dvfslab.hw.jetson.clocks import JetsonClocks
 from dvfslab.testing.fake_sysfs import build_board, write_attr
 

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from dvfslab.cli import main
+from dvfslab.core.errors import DvfsError
 from dvfslab.data.contract import clock_warnings, write_dataset
-from dvfslab.hw.base import Backend, ClockControl, ClockState, DvfsError
+from dvfslab.hw.base import Backend, ClockControl, ClockState
 from dvfslab.hw.jetson.backend import open_backend
 from dvfslab.sweep.plan import SweepPlan, make_plan
 from dvfslab.sweep.runner import run_sweep

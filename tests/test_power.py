@@ -12,7 +12,8 @@ import types
 import numpy as np
 import pytest
 
-from dvfslab.hw.base import DvfsError, PowerReader, PowerReadError, PowerSample
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import PowerReader, PowerReadError, PowerSample
 from dvfslab.measure.loop import stop_event_wait, tick_loop
 from dvfslab.measure.sampler import (
     DEFAULT_PERIOD_S,

@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.data.catalog import PAPER_MODELS
 from dvfslab.hw import get_backend
 from dvfslab.hw.base import (
     ClockControl,
-    DvfsError,
     FrequencyCappedError,
     PowerReader,
     Telemetry,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dvfslab.hw.base import DvfsError
+from dvfslab.core.errors import DvfsError
 from dvfslab.measure.energy import integrate_intervals, integrate_window
 from dvfslab.measure.sampler import PowerSampler
 from dvfslab.sim.backend import open_backend

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from dvfslab.cli import main
+from dvfslab.core.errors import DvfsError
 from dvfslab.data.catalog import MODELS
 from dvfslab.data.contract import load_dataset
 from dvfslab.evaluation.findings import twin_findings
-from dvfslab.hw.base import DvfsError, format_mhz
+from dvfslab.hw.base import format_mhz
 from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import SimWorkload
 from dvfslab.sweep.simulate import QUICK_MODELS, simulate_dataset, simulation_plan

@@ -14,6 +14,7 @@ from analysis_fixtures import ORIN_FREQS_MHZ, _run
 
 from dvfslab import analysis as F
 from dvfslab.analysis.steps import StepSource
+from dvfslab.core.errors import SweepError
 from dvfslab.data.contract import write_dataset
 
 
@@ -46,7 +47,7 @@ def test_recorded_steps_are_the_lowest_repetition_and_the_maxn_run(tmp_path):
     assert source.steps("w/t", None, 2)[1].tolist() == [4.0, 8.0]  # the default clock: the MAXN run r3
     probe = source.probe("w/t")
     assert probe.measure(714.0) == (1.0, 3.0) and probe.measure(None) == (1.1, 8.0) and probe.measure(510.0) == (1.2, 3.0)
-    with pytest.raises(F.SweepError, match="has 4 steps of 'w/t' at 714 MHz, the probe needs 5"):
+    with pytest.raises(SweepError, match="has 4 steps of 'w/t' at 714 MHz, the probe needs 5"):
         source.steps("w/t", 714.0, 5)
     assert source.covers(["w/t"], 4) and not source.covers(["w/t"], 5)
 
@@ -59,7 +60,7 @@ def test_without_maxn_the_default_clock_is_the_highest_level(tmp_path):
 def test_a_workload_is_served_from_one_source_never_a_mix(tmp_path):
     # recorded at 510 and MAXN only: the workload is recorded, so 714 is missing, not averaged
     source = StepSource.from_sweep(_dataset(tmp_path / "rec", record=("510", "maxn")))
-    with pytest.raises(F.SweepError, match="no steps of 'w/t' at 714 MHz"):
+    with pytest.raises(SweepError, match="no steps of 'w/t' at 714 MHz"):
         source.steps("w/t", 714.0, 1)
     # nothing recorded: mean steps of runs.csv (100 steps a run): 150 J / 100 and 100 s / 100 at 714
     source = StepSource.from_sweep(_dataset(tmp_path / "mean", record=()))
@@ -67,5 +68,5 @@ def test_a_workload_is_served_from_one_source_never_a_mix(tmp_path):
     t, e = source.steps("w/t", 714.0, 3)
     assert t.tolist() == [1.0] * 3 and e.tolist() == [1.5] * 3
     assert source.steps("w/t", None, 1)[1].tolist() == [3.0]  # MAXN: 300 J / 100
-    with pytest.raises(F.SweepError, match="'x/y' has no baseline run"):
+    with pytest.raises(SweepError, match="'x/y' has no baseline run"):
         source.steps("x/y", None, 1)

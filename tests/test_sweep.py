@@ -20,6 +20,7 @@ from itertools import pairwise
 import pandas as pd
 import pytest
 
+from dvfslab.core.errors import SweepError
 from dvfslab.data.contract import WORKLOAD_COLUMNS, load_dataset
 from dvfslab.hw.base import (
     Backend,
@@ -30,7 +31,7 @@ from dvfslab.hw.base import (
     check_level,
 )
 from dvfslab.sweep.executors import Executor, describe_executor, load_executor
-from dvfslab.sweep.plan import MAXN, SweepError, SweepPlan, make_plan, run_id_for, williams_rows
+from dvfslab.sweep.plan import MAXN, SweepPlan, make_plan, run_id_for, williams_rows
 from dvfslab.sweep.runner import run_sweep
 from dvfslab.sweep.safety import SweepInterrupted, SweepLock, SweepLockedError, holder_alive
 from dvfslab.sweep.session import (
@@ -475,7 +476,7 @@ def test_session_start_repairs_clocks_cools_and_measures_idle():
 
 
 def test_load_executor_builds_the_named_class_and_names_the_fix():
-    from dvfslab.hw.base import DvfsError
+    from dvfslab.core.errors import DvfsError
     from dvfslab.testing.executors import SleepExecutor
 
     ex = load_executor("dvfslab.testing.executors:SleepExecutor", {"seconds": 0.5, "fail": "f306"})

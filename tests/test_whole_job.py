@@ -21,6 +21,7 @@ from analysis_fixtures import _run
 
 from dvfslab import analysis as F
 from dvfslab.analysis.steps import StepSource, noise_factors
+from dvfslab.core.errors import SweepError
 from dvfslab.data.contract import write_dataset
 from dvfslab.evaluation import probes as P
 from dvfslab.evaluation import replay as E
@@ -133,7 +134,7 @@ def test_probe_noise_is_seeded_and_sized(tmp_path):
     f = noise_factors(np.random.default_rng(0), 0.05, 20000)
     assert f.mean() == pytest.approx(1.0, abs=4 * 3.5e-4) and f.std(ddof=1) / f.mean() == pytest.approx(0.05, abs=4 * 2.5e-4)
     assert (noise_factors(np.random.default_rng(0), 0.0, 3) == 1.0).all()
-    with pytest.raises(F.SweepError, match="probe noise must be a fraction"):
+    with pytest.raises(SweepError, match="probe noise must be a fraction"):
         source.with_noise(5.0)
     # a replay with noise: the governor sees noisy readings, the charge is the true cost
     data = F.TrainingData(sweep, table, ["A/t", "B/t"])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.data.catalog import (
     CHARACTERIZATION_TASKS,
     EVALUATION_TASKS,
@@ -25,7 +26,6 @@ from dvfslab.data.catalog import (
 from dvfslab.data.contract import WORKLOAD_COLUMNS, WORKLOAD_EXTRA_COLUMNS, load_dataset
 from dvfslab.data.seqlen import measure_avg_seq_len
 from dvfslab.data.workloads import merge_workloads, workload_table
-from dvfslab.hw.base import DvfsError
 
 
 def _minilm_tokenizer_file() -> Path | None:

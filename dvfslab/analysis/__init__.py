@@ -17,7 +17,6 @@ above the governors. Definitions: docs/method.md.
 
 from dvfslab.analysis.aggregate import (
     Sweep,
-    SweepError,
     characterization_summary,
     optimal_levels,
     read_sweep,
@@ -27,5 +26,5 @@ from dvfslab.analysis.aggregate import (
 from dvfslab.analysis.features import FEATURES, feature_table, pick_splits, usable_features
 from dvfslab.analysis.training import TrainingData
 
-__all__ = ["FEATURES", "Sweep", "SweepError", "TrainingData", "characterization_summary", "feature_table",
+__all__ = ["FEATURES", "Sweep", "TrainingData", "characterization_summary", "feature_table",
            "optimal_levels", "pick_splits", "read_sweep", "sweep_from_dataset", "usable_features", "write_sweep"]

@@ -55,7 +55,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dvfslab.analysis.aggregate import Sweep, SweepError, snap_levels
+from dvfslab.analysis.aggregate import Sweep, snap_levels
+from dvfslab.core.errors import SweepError
 
 Steps = tuple[np.ndarray, np.ndarray]  # (time_s, energy_j) of the first n steps
 

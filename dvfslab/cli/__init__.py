@@ -15,7 +15,7 @@ import sys
 import warnings
 
 from dvfslab import __version__
-from dvfslab.hw.base import DvfsError
+from dvfslab.core.errors import DvfsError
 
 
 def build_parser() -> argparse.ArgumentParser:

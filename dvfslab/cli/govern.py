@@ -27,7 +27,8 @@ import signal
 import sys
 
 from dvfslab.cli import common, hardware
-from dvfslab.hw.base import BackendUnavailableError, DvfsError, format_mhz
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import BackendUnavailableError, format_mhz
 
 RECOMMENDED = "recommended"
 

@@ -33,7 +33,8 @@ from dvfslab.cli.common import (
     state_line,
     sysfs_io,
 )
-from dvfslab.hw.base import ClockControl, DvfsError, format_mhz
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import ClockControl, format_mhz
 
 
 def register(sub) -> None:

@@ -80,7 +80,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dvfslab.hw.base import DvfsError
+    from dvfslab.core.errors import DvfsError
     from dvfslab.sweep.simulate import simulate_dataset, simulation_plan
 
     phases = None
@@ -122,7 +122,7 @@ def run(args) -> int:
 
 def _mhz_list(text: str | None, flag: str) -> list[float] | None:
     """``"2133,3199"`` -> ``[2133.0, 3199.0]`` (None stays None); one line naming ``flag`` otherwise."""
-    from dvfslab.hw.base import DvfsError
+    from dvfslab.core.errors import DvfsError
 
     if text is None:
         return None
@@ -144,7 +144,7 @@ def _workload(args) -> int:
     from dvfslab.sim.spec import catalog_spec, evaluate, evaluation_text, load_spec
 
     profile = get_profile(args.board)
-    from dvfslab.hw.base import DvfsError
+    from dvfslab.core.errors import DvfsError
 
     is_file = args.workload.endswith(".json") or os.path.exists(args.workload)
     shape = {"batch_size": args.batch_size, "seq_len": args.seq_len, "precision": args.precision}

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dvfslab.hw.base import DvfsError
+from dvfslab.core.errors import DvfsError
 
 
 def register(sub) -> None:

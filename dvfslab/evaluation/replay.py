@@ -64,10 +64,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import bootstrap
 
-from dvfslab.analysis.aggregate import Sweep, SweepError
+from dvfslab.analysis.aggregate import Sweep
 from dvfslab.analysis.features import governor_row
 from dvfslab.analysis.steps import StepSource
 from dvfslab.core import reference as R
+from dvfslab.core.errors import SweepError
 from dvfslab.evaluation import probes as P
 from dvfslab.governors.base import Decision, Governor
 from dvfslab.governors.errors import GovernorError

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.data.catalog import GlueTask, UnknownWorkloadError, get_task
-from dvfslab.hw.base import DvfsError
 
 SYNTHETIC_PREFIX = "synthetic:"
 HUB_DATASET = "nyu-mll/glue"

@@ -18,8 +18,9 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.levels import format_mhz
-from dvfslab.hw.base import DvfsError, PowerReadError
+from dvfslab.hw.base import PowerReadError
 from dvfslab.hw.jetson.baseline import FIXED_GOVERNORS, RESTORE_FIX
 from dvfslab.hw.jetson.board import board_model, jetpack_release, support_note
 from dvfslab.hw.jetson.clocks import JetsonClocks

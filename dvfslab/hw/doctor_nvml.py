@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.levels import format_mhz
-from dvfslab.hw.base import ClockPermissionError, DvfsError
+from dvfslab.hw.base import ClockPermissionError
 from dvfslab.hw.doctor import Check
 from dvfslab.hw.nvml import (
     TEGRA_HINT,

@@ -25,10 +25,10 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.hw.base import (
     Backend,
     BackendUnavailableError,
-    DvfsError,
     PowerReader,
     PowerReadError,
     PowerSample,

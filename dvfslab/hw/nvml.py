@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from dvfslab.core import boards
+from dvfslab.core.errors import DvfsError
 from dvfslab.hw.base import (
     Backend,
     BackendUnavailableError,
@@ -31,7 +32,6 @@ from dvfslab.hw.base import (
     ClockPermissionError,
     ClockState,
     CounterReading,
-    DvfsError,
     FrequencyCappedError,
     LockCheck,
     PowerReader,

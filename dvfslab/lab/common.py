@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 import io
 
-from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import Backend
 
 SIM_LABEL = "SIMULATED board (digital twin)"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 
-from dvfslab.hw.base import ClockControl, DvfsError, format_mhz, snap_mhz
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import ClockControl, format_mhz, snap_mhz
 from dvfslab.lab.common import ipywidgets, message_html
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dvfslab.hw.base import Backend, DvfsError, format_mhz
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import Backend, format_mhz
 from dvfslab.lab.common import board_label, figure_png, ipywidgets, is_simulated, message_html
 from dvfslab.measure.sampler import PowerSampler
 from dvfslab.measure.trace import rail_column

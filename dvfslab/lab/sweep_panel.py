@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.data.contract import read_runs
-from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.hw.base import Backend
 from dvfslab.lab.common import board_label, figure_png, ipywidgets, is_simulated, message_html
 
 POINT_COLUMNS = ["run_id", "workload_id", "policy", "gpu_freq_mhz", "rep", "time_s", "energy_j", "status"]

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dvfslab.hw.base import CounterReading, DvfsError, PowerReadError
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import CounterReading, PowerReadError
 
 MW_PER_W = 1000.0
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import (
     atomic_write_bytes,
     atomic_write_json,
@@ -30,7 +31,7 @@ from dvfslab.core.files import (
     jsonable,
     utc_now,
 )
-from dvfslab.hw.base import DvfsError, PowerReader, PowerReadError, PowerSample
+from dvfslab.hw.base import PowerReader, PowerReadError, PowerSample
 from dvfslab.measure.energy import SampleArrays
 
 log = logging.getLogger(__name__)

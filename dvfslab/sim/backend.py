@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.hw.base import (
     Backend,
     ClockControl,
     ClockState,
-    DvfsError,
     LockCheck,
     PinnedClock,
     PowerReader,

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dvfslab.hw.base import DvfsError, FrequencyCappedError, check_level
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import FrequencyCappedError, check_level
 from dvfslab.sim.clock import VirtualClock, next_multiple, tick_times
 from dvfslab.sim.model import (
     PROFILES,

@@ -8,11 +8,11 @@
 """
 
 from dvfslab.sweep.executors import Executor, FinetuneExecutor, load_executor
-from dvfslab.sweep.plan import RunSpec, SweepError, SweepPlan, make_plan
+from dvfslab.sweep.plan import RunSpec, SweepPlan, make_plan
 from dvfslab.sweep.runner import run_sweep
 from dvfslab.sweep.session import Cooldown
 
-__all__ = ["Cooldown", "Executor", "FinetuneExecutor", "RunSpec", "SweepError", "SweepPlan",
+__all__ = ["Cooldown", "Executor", "FinetuneExecutor", "RunSpec", "SweepPlan",
            "load_executor", "make_plan", "run_fleet_sweep", "run_sweep"]
 
 

@@ -22,9 +22,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.plugins import load_object
 from dvfslab.data.workloads import workload_table
-from dvfslab.hw.base import Backend, DvfsError, rail_energy_split_j
+from dvfslab.hw.base import Backend, rail_energy_split_j
 from dvfslab.sweep.plan import RunSpec
 
 if TYPE_CHECKING:  # pragma: no cover

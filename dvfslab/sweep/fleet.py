@@ -34,6 +34,7 @@ import pandas as pd
 from distributed import Client, LocalCluster, as_completed
 from tqdm.auto import tqdm
 
+from dvfslab.core.errors import SweepError
 from dvfslab.core.files import utc_now
 from dvfslab.core.levels import check_level
 from dvfslab.data.contract import Dataset, load_dataset
@@ -49,7 +50,7 @@ from dvfslab.sweep.fleet_worker import (
     kind_resource,
     run_on_board,
 )
-from dvfslab.sweep.plan import SweepError, SweepPlan
+from dvfslab.sweep.plan import SweepPlan
 from dvfslab.sweep.runner import LOCK_NAME, notify_run
 from dvfslab.sweep.safety import SweepLock, signals_as_interrupt
 from dvfslab.sweep.session import Cooldown

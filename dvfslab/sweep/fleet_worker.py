@@ -26,10 +26,11 @@ from typing import Any
 
 from distributed import WorkerPlugin, get_worker
 
+from dvfslab.core.errors import SweepError
 from dvfslab.core.files import jsonable
 from dvfslab.sweep.board import board_identity, board_kind, kind_description, kind_id
 from dvfslab.sweep.executors import Executor, describe_executor
-from dvfslab.sweep.plan import RunSpec, SweepError
+from dvfslab.sweep.plan import RunSpec
 from dvfslab.sweep.runner import execute_run
 from dvfslab.sweep.safety import SweepLock, board_lock_path
 from dvfslab.sweep.session import Cooldown, repair_clocks, reset_clocks, start_session

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from dvfslab.core.errors import SweepError
 from dvfslab.core.files import jsonable, utc_now
 from dvfslab.core.levels import check_level
 from dvfslab.data.contract import Dataset, load_dataset
@@ -31,7 +32,7 @@ from dvfslab.hw.base import Backend
 from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import MEASURE_COLUMNS, Executor
-from dvfslab.sweep.plan import FIXED, RunSpec, SweepError, SweepPlan
+from dvfslab.sweep.plan import FIXED, RunSpec, SweepPlan
 from dvfslab.sweep.safety import SweepLock, board_lock_path, signals_as_interrupt
 from dvfslab.sweep.session import (
     Cooldown,

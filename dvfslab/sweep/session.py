@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dvfslab.hw.base import OTHER_CLOCKS, PIN_NONE, Backend, DvfsError, resolve_pin
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import OTHER_CLOCKS, PIN_NONE, Backend, resolve_pin
 from dvfslab.measure.sampler import sampler_lease
 from dvfslab.sweep.executors import Executor
 from dvfslab.sweep.plan import FIXED, MAXN, RunSpec

@@ -38,6 +38,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import new_folder, refuse_occupied
 from dvfslab.data.catalog import (
     CHARACTERIZATION_TASKS,
@@ -48,7 +49,6 @@ from dvfslab.data.catalog import (
     workload_row,
 )
 from dvfslab.data.contract import RUN_COLUMNS, Dataset, write_dataset
-from dvfslab.hw.base import DvfsError
 from dvfslab.sim.backend import open_backend
 from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import BoardProfile, get_profile

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dvfslab.core.errors import SweepError
 from dvfslab.core.files import atomic_write_json, folder_contents, jsonable, utc_now
 from dvfslab.data.contract import (
     RUN_COLUMNS,
@@ -45,7 +46,7 @@ from dvfslab.data.workloads import merge_workloads
 from dvfslab.hw.base import Backend
 from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import Executor, describe_executor
-from dvfslab.sweep.plan import MAXN, RunSpec, SweepError, SweepPlan
+from dvfslab.sweep.plan import MAXN, RunSpec, SweepPlan
 from dvfslab.sweep.session import Cooldown
 
 ROW_COLUMNS = list(RUN_COLUMNS) + ["error", "board_id"]

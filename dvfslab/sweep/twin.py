@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dvfslab.hw.base import Backend, DvfsError
+from dvfslab.core.errors import DvfsError
+from dvfslab.hw.base import Backend
 from dvfslab.sim.backend import sim_board
 from dvfslab.sim.model import SimWorkload
 from dvfslab.sim.phases import check_phases

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.levels import format_mhz
-from dvfslab.hw.base import DvfsError
 from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode
 from dvfslab.hw.jetson.sysfs import SysfsIO
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dvfslab.core import boards
+from dvfslab.core.errors import DvfsError
 from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
     ClockState,
-    DvfsError,
     FrequencyCappedError,
     LockCheck,
     PinnedClock,

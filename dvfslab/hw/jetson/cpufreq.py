@@ -24,8 +24,9 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.levels import check_level, format_mhz
-from dvfslab.hw.base import DvfsError, FrequencyCappedError, LockCheck, lock_status
+from dvfslab.hw.base import FrequencyCappedError, LockCheck, lock_status
 from dvfslab.hw.jetson.bpmp import ABS_TOLERANCE_MHZ, REL_TOLERANCE
 from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode
 from dvfslab.hw.jetson.sysfs import SysfsIO, permission_error, write_checked

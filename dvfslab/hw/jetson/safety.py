@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dvfslab.hw.base import DvfsError
+from dvfslab.core.errors import DvfsError
 
 STATE_DIR_ENV = "DVFSLAB_STATE_DIR"
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -18,8 +18,9 @@ import os
 from pathlib import Path
 from typing import Protocol
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.core.plugins import load_object
-from dvfslab.hw.base import ClockPermissionError, DvfsError
+from dvfslab.hw.base import ClockPermissionError
 
 #: ``package.module:Class`` of the sysfs I/O class to use instead of :class:`SysfsIO`
 SYSFS_IO_ENV = "DVFSLAB_SYSFS_IO"
