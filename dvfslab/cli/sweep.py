@@ -185,7 +185,13 @@ def backend_options(args) -> dict:
     """The backend's options; the twin's seed is ``--seed``, else on resume the sweep's own."""
     seed = args.seed if args.seed is not None else (_stored_plan(args) or {}).get("seed", PLAN_DEFAULTS["seed"])
     return {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
-            "sim": {"seed": seed}}.get(args.backend, {})
+            # a joint sweep's EMC / CPU pins must reach the twin's physics and read back (issue #32)
+            "sim": {"seed": seed, "physical_pins": _joint(args)}}.get(args.backend, {})
+
+
+def _joint(args) -> bool:
+    """Whether ``--knob`` sets a clock other than the GPU's (a joint sweep)."""
+    return any(not str(k).startswith("gpu=") for k in (getattr(args, "knob", None) or []))
 
 
 def _plan_option(args, key: str):

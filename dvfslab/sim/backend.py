@@ -54,7 +54,17 @@ class SimPinnedClock(PinnedClock):
         return max([f for f in self.levels_mhz() if f <= cap + 1e-6] or [cap])
 
     def read_mhz(self) -> float | None:
-        return self.pinned_mhz if self.physical else None
+        """The clock the twin runs at: the pin, or unpinned its own rule (the EMC level that follows
+        the GPU clock, the CPU at the mode's top); None when pins do not reach the physics."""
+        if not self.physical:
+            return None
+        if self.pinned_mhz is not None:
+            return self.pinned_mhz
+        if self.name == "emc":
+            from dvfslab.sim.model import emc_mhz
+
+            return float(emc_mhz(self.board.profile, self.board.freq_mhz, mode=self.board.mode))
+        return self.max_allowed_mhz()
 
     def pin(self, freq_mhz: float) -> LockCheck:
         top = self.max_allowed_mhz()
