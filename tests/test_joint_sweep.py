@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pandas as pd
 import pytest
 
 from dvfslab.cli import main
@@ -122,11 +123,16 @@ def test_a_three_knob_design_sweeps_interrupted_then_resumed_into_the_same_runs(
     assert "wander" not in capsys.readouterr().err
 
 
-def test_the_cli_plans_a_joint_sweep_and_the_twin_refuses_a_clock_it_cannot_read(tmp_path, capsys):
+def test_the_cli_plans_a_joint_sweep_and_the_twin_runs_it_at_each_pinned_clock(tmp_path, capsys):
+    # a joint sweep on the twin passes the EMC pin to its physics (physical_pins) and reads it back
     code = main(["sweep", "--backend", "sim", "--out", str(tmp_path / "t"), "--workloads", WORKLOAD, "--no-progress",
                  "--knob", "gpu=306,1300.5", "--knob", "emc=2133,3199", "--idle-s", "0"])
-    err = capsys.readouterr().err
-    assert code == 2 and "--knob emc" in err and "read back" in err and len(err.strip().splitlines()) == 1
+    assert code == 0, capsys.readouterr().err
+    runs = pd.read_csv(tmp_path / "t" / "runs.csv")
+    fixed = runs[runs["policy"] == "fixed"]
+    # 2 GPU levels x 2 EMC levels, each run's EMC read back as the one it was pinned at
+    assert sorted(zip(fixed["gpu_freq_mhz"], fixed["emc_freq_mhz"], strict=True)) == [(306.0, 2133.0), (306.0, 3199.0),
+                                                                          (1300.5, 2133.0), (1300.5, 3199.0)]
     code = main(["sweep", "--backend", "sim", "--out", str(tmp_path / "u"), "--workloads", WORKLOAD, "--no-progress",
                  "--knob", "gpu=306,500"])
     err = capsys.readouterr().err

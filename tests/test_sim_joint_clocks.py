@@ -286,7 +286,10 @@ def test_backend_pins_reach_the_physics_only_when_asked():
     assert (check.status, check.measured_mhz) == ("verified", 2133.0)
     assert be.clocks.other_clocks()["emc"].read_mhz() == 2133.0
     be.clocks.reset()
-    assert be.board.emc_mhz is None and be.clocks.other_clocks()["emc"].read_mhz() is None
+    assert be.board.emc_mhz is None
+    # unpinned, it reads the level the EMC follows: at 1300.5 MHz (f_max) 3199 x 1300.5 / 1300.5 = 3199
+    be.clocks.lock(1300.5)
+    assert be.clocks.other_clocks()["emc"].read_mhz() == 3199.0
     _, check, default = energy({}, pin_emc=2133.0)
     assert check.status == "unverified" and default == pytest.approx(follow, rel=1e-12)
     with pytest.raises(DvfsError):  # not one of the EMC levels
