@@ -48,7 +48,13 @@ from dvfslab.hw.jetson.emc import EmcClock
 from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode, read_power_mode
 from dvfslab.hw.jetson.railgate import find_railgate_control, railgate_state
 from dvfslab.hw.jetson.safety import SavedClocks, SignalGuard, StateFile, check_owner, make_saved
-from dvfslab.hw.jetson.sysfs import SysfsIO, default_io, permission_error, write_checked
+from dvfslab.hw.jetson.sysfs import (
+    SysfsIO,
+    default_io,
+    permission_error,
+    plan_range_writes,
+    write_checked,
+)
 
 DEVFREQ_CLASS = "sys/class/devfreq"
 
@@ -93,20 +99,6 @@ def find_gpu_devfreq(io: SysfsIO) -> DevfreqNode:
         f"name ending in one of {', '.join(boards.gpu_devfreq_names())}). Not a Jetson, or a wrong "
         "--sysfs-root"
     )
-
-
-def plan_range_writes(cur_min_hz: int, cur_max_hz: int, new_min_hz: int, new_max_hz: int) -> list[tuple[str, int]]:
-    """Order the writes taking (min, max) to (new_min, new_max) so that min <= max throughout.
-
-    When the new minimum lies above the current maximum, ``max_freq`` goes first; otherwise
-    ``min_freq`` goes first. Writes that would not change a value are left out.
-    """
-    if new_min_hz > new_max_hz:
-        raise ValueError(f"new_min_hz {new_min_hz} > new_max_hz {new_max_hz}")
-    order = ("max_freq", "min_freq") if new_min_hz > cur_max_hz else ("min_freq", "max_freq")
-    current = {"min_freq": cur_min_hz, "max_freq": cur_max_hz}
-    new = {"min_freq": new_min_hz, "max_freq": new_max_hz}
-    return [(name, int(new[name])) for name in order if new[name] != current[name]]
 
 
 def plan_lock_writes(cur_min_hz: int, cur_max_hz: int, target_hz: int) -> list[tuple[str, int]]:

@@ -29,7 +29,7 @@ from dvfslab.core.levels import check_level, format_mhz
 from dvfslab.hw.base import FrequencyCappedError, LockCheck, lock_status
 from dvfslab.hw.jetson.bpmp import ABS_TOLERANCE_MHZ, REL_TOLERANCE
 from dvfslab.hw.jetson.nvpmodel import MAXN_FIX, PowerMode
-from dvfslab.hw.jetson.sysfs import SysfsIO, permission_error, write_checked
+from dvfslab.hw.jetson.sysfs import SysfsIO, permission_error, plan_range_writes, write_checked
 
 CPU_DIR = "sys/devices/system/cpu"
 CPUFREQ_DIR = f"{CPU_DIR}/cpufreq"
@@ -219,7 +219,6 @@ class CpuClusters:
         return {"policies": out}
 
     def _write_range(self, p: CpufreqPolicy, new_min: int, new_max: int) -> None:
-        from dvfslab.hw.jetson.clocks import plan_range_writes
 
         cur_min = self.io.read_int(p.attr("scaling_min_freq"))
         cur_max = self.io.read_int(p.attr("scaling_max_freq"))

@@ -160,3 +160,19 @@ def write_checked(io: SysfsIO, rel: str | os.PathLike, value: int | str, node_na
             else ""
         )
         raise DvfsError(f"writing {value} to {path} failed: {reason}{hint}") from err
+
+
+def plan_range_writes(cur_min_hz: int, cur_max_hz: int, new_min_hz: int, new_max_hz: int) -> list[tuple[str, int]]:
+    """Order the writes taking (min, max) to (new_min, new_max) so that min <= max throughout
+    (the devfreq and cpufreq cores both refuse a min above the max: the GPU clock and the CPU
+    policies use it).
+
+    When the new minimum lies above the current maximum, ``max_freq`` goes first; otherwise
+    ``min_freq`` goes first. Writes that would not change a value are left out.
+    """
+    if new_min_hz > new_max_hz:
+        raise ValueError(f"new_min_hz {new_min_hz} > new_max_hz {new_max_hz}")
+    order = ("max_freq", "min_freq") if new_min_hz > cur_max_hz else ("min_freq", "max_freq")
+    current = {"min_freq": cur_min_hz, "max_freq": cur_max_hz}
+    new = {"min_freq": new_min_hz, "max_freq": new_max_hz}
+    return [(name, int(new[name])) for name in order if new[name] != current[name]]
