@@ -16,9 +16,9 @@ from distributed import Client, LocalCluster  # noqa: E402
 from dvfslab.analysis.boards import board_spread, by_board, per_board  # noqa: E402
 from dvfslab.cli import main  # noqa: E402
 from dvfslab.core.errors import SweepError
+from dvfslab.core.files import pid_alive  # noqa: E402
 from dvfslab.data.contract import RUN_COLUMNS, Dataset, DatasetError, load_dataset, validate  # noqa: E402
 from dvfslab.hw import get_backend  # noqa: E402
-from dvfslab.hw.jetson.safety import pid_alive  # noqa: E402
 from dvfslab.sweep.board import board_kind, kind_id  # noqa: E402
 from dvfslab.sweep.fleet import fleet_boards, run_fleet_sweep  # noqa: E402
 from dvfslab.sweep.fleet_worker import BoardConfig, BoardKindError, run_on_board  # noqa: E402

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from dvfslab.core.boards import ORIN_LEVELS_MHZ
 from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import pid_alive
 from dvfslab.hw.base import (
     BackendUnavailableError,
     ClockControl,
@@ -24,7 +25,7 @@ from dvfslab.hw.base import (
 )
 from dvfslab.hw.jetson import JetsonClocks, find_gpu_devfreq
 from dvfslab.hw.jetson.clocks import plan_lock_writes, plan_range_writes
-from dvfslab.hw.jetson.safety import StateFile, make_saved, pid_alive
+from dvfslab.hw.jetson.safety import StateFile, make_saved
 from dvfslab.hw.jetson.sysfs import SysfsIO, default_io
 from dvfslab.testing.fake_sysfs import FAKE_KERNEL_IO, FakeKernelIO, build_board, levels_hz
 

@@ -259,7 +259,7 @@ def _other_lines(clocks) -> list[str]:
 
 
 def _alive(pid: int) -> bool:
-    from dvfslab.hw.jetson.safety import pid_alive
+    from dvfslab.core.files import pid_alive
 
     return pid_alive(pid)
 

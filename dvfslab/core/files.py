@@ -161,14 +161,21 @@ def refuse_occupied(path: str | os.PathLike, command: str, *, force: bool = Fals
                         "or add --force to replace it")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs (other users' count; zombies do not)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # Linux: a killed process its parent has not reaped yet is a zombie ("Z")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X")
+    except (OSError, ValueError, IndexError):
+        return True
 
 
 def _clean_dead_siblings(dest: Path) -> None:
@@ -178,7 +185,7 @@ def _clean_dead_siblings(dest: Path) -> None:
     prefix = _SIBLING.format(name=dest.name)
     for p in dest.parent.glob(prefix + "*"):
         pid = p.name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
 
 

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import atomic_write_json
+from dvfslab.core.files import atomic_write_json, pid_alive
 from dvfslab.core.levels import check_level
 
 #: Zeus's default power-limit step (W)
@@ -27,16 +27,6 @@ STEP_W = 25.0
 def default_state_dir() -> Path:
     env = os.environ.get("DVFSLAB_STATE_DIR")
     return Path(env) if env else Path.home() / ".local" / "state" / "dvfslab"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class NvmlPowerLimit:
@@ -67,7 +57,7 @@ class NvmlPowerLimit:
             held = json.loads(self.state_file.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return ""
-        if _alive(int(held.get("pid", -1))) and int(held["pid"]) != os.getpid():
+        if pid_alive(int(held.get("pid", -1))) and int(held["pid"]) != os.getpid():
             raise DvfsError(f"{self.state_file}: pid {held['pid']} is changing GPU {self.index}'s power limit; "
                             "wait for it or stop it")
         self._set_mw(int(held["original_mw"]))

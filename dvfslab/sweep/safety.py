@@ -24,9 +24,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import file_lock, utc_now
+from dvfslab.core.files import file_lock, pid_alive, utc_now
 from dvfslab.hw.base import Backend
-from dvfslab.hw.jetson.safety import pid_alive
 
 LOCK_DIR_ENV = "DVFSLAB_LOCK_DIR"
 

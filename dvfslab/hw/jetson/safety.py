@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dvfslab.core.errors import DvfsError
+from dvfslab.core.files import pid_alive
 
 STATE_DIR_ENV = "DVFSLAB_STATE_DIR"
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -63,23 +64,6 @@ class SavedClocks:
             f"governor={self.governor}, min_freq={self.min_freq_hz}, max_freq={self.max_freq_hz}{rail}{more} "
             f"(saved by pid {self.pid})"
         )
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id runs (other users' count; zombies do not)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # Linux: a killed process its parent has not reaped yet is a zombie ("Z")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X")
-    except (OSError, ValueError, IndexError):
-        return True
 
 
 class StateFile:
