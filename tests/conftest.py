@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -11,6 +12,11 @@ import pytest
 # models are built from configs, datasets in memory.
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_var] = "1"
+
+# Ctrl-C is Python's KeyboardInterrupt here and in every child, also when the suite runs in the
+# background (`make test &`, CI): a shell starts a background job with SIGINT ignored, which a
+# child inherits across exec, and Python then installs no handler; the signal tests send SIGINT.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from pathlib import Path  # noqa: E402
 

@@ -382,10 +382,11 @@ def test_the_nvml_backend_probes_a_discrete_gpu_and_resets_its_locked_clocks(mon
 
 def test_the_power_limit_knob_on_nvml_reads_the_limit_as_the_power_and_restores_it(monkeypatch, capsys, tmp_path):
     """A fake A100 drawing 300 W unless capped (limits 100-400 W; NVML's rule: the set limit caps
-    the power): each probe window's mean power (energy per step / time per step) is its limit, or
-    300 W above it, to 1 %; the job's step time does not depend on the limit (the job sleeps), so
-    energy per step is least at the lowest limit, 100 W — but the job's real sleeps stretch under
-    load, so the level held is only checked to be one it probed. The original limit is back at the end."""
+    the power): the search probes limits of the card's table and holds one it probed; the original
+    limit is back at the end. This job runs in real time (it sleeps per step), so a window's energy
+    and its steps are read at instants that load can pull apart (a 250 W window read 257 W under a
+    CPU hog): what a window reads is checked on the virtual clock of the fake Jetson job instead
+    (test_a_measuring_governor_ends_at_the_hand_optimum), not here."""
     from dvfslab.cli import main
     from dvfslab.testing import fake_pynvml
 
@@ -400,8 +401,6 @@ def test_the_power_limit_knob_on_nvml_reads_the_limit_as_the_power_and_restores_
     windows, s = read_log(log)
     probes = [w for w in windows if w["phase"] == "probe"]
     assert len(probes) >= 3 and all(w["level"] in [100 + 25 * k for k in range(13)] for w in probes)
-    for w in probes:
-        assert w["energy_per_unit_j"] / w["time_per_unit_s"] == pytest.approx(min(w["level"], 300.0), rel=0.01), w
     # which limit it holds rests on real step times (the job sleeps), which load can stretch: not
     # asserted; what is exact is each window's power (above) and that it holds a limit it probed
     assert s["decided"] and s["chosen_level"] in {w["level"] for w in probes}

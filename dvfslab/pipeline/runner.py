@@ -242,6 +242,7 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                                                     "objective": selector.describe(), "seconds": timings,
                                                     "total_s": round(time.perf_counter() - started, 2)}})
         refuse_occupied(final, "dvfslab pipeline", force=force)  # something appeared there meanwhile
+        _retarget(out, final, notebooks)
         publish_folder(out, final)
     except BaseException as err:
         keep = _keep_incomplete(out, final)
@@ -262,6 +263,27 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         if line:
             log(line)
     return final
+
+
+def _retarget(work: Path, final: Path, notebooks) -> None:
+    """The executed notebooks name the folder they wrote, the temporary sibling; before it is
+    renamed into place, point their ``OUTPUT_DIR`` (papermill's record and the injected
+    parameters cell) at ``final``, so a notebook rerun by hand writes where its outputs are."""
+    import nbformat
+
+    for name in notebooks:
+        path = work / f"{name}.ipynb"
+        if not path.exists():
+            continue
+        book = nbformat.read(path, as_version=4)
+        params = book.metadata.get("papermill", {}).get("parameters", {})
+        if params.get("OUTPUT_DIR") == str(work):
+            params["OUTPUT_DIR"] = str(final)
+        for cell in book.cells:
+            if "injected-parameters" in cell.metadata.get("tags", []):
+                cell.source = cell.source.replace(repr(str(work)), repr(str(final))).replace(
+                    f'"{work}"', f'"{final}"')
+        atomic_write_text(path, nbformat.writes(book))
 
 
 def _keep_incomplete(work: Path, final: Path) -> Path:
