@@ -118,7 +118,7 @@ class SpyProbe(ProbingGovernor):
         type(self).seen.append(dict(workload))
         return super().decide(workload, probe)
 
-    def start(self, workload, levels):
+    def start(self, workload, levels, model=None):
         return _OneProbe()
 
 

@@ -385,8 +385,11 @@ class ProbingGovernor(Governor):
 
     tags: ClassVar[GovernorTags] = GovernorTags(probes=True)
 
-    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ProbeSession:
-        """A session probing one job that can run ``levels``."""
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float],
+              model: ProbeModel | None = None) -> ProbeSession:
+        """A session probing one job that can run ``levels``; ``model``: the probe's
+        :class:`~dvfslab.governors.probemodel.ProbeModel` (None: none), for a session that plans
+        its windows (``zeus``, ``voi``)."""
         raise NotImplementedError
 
     def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
@@ -394,8 +397,8 @@ class ProbingGovernor(Governor):
             raise GovernorError(f"{self.name}: the level is chosen during the run, from steps it measures — give it "
                                 "a probe (a replay does), or run it live with "
                                 "dvfslab.harness.online_callback.OnlineDvfsCallback")
-        session = self.start(workload, probe.levels)
         model = probe_model(probe)
+        session = self.start(workload, probe.levels, model)
         while not session.done:
             level, units = session.next_probe()
             if model is not None:  # a reading takes at least the level's window on the machine

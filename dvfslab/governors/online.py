@@ -133,7 +133,7 @@ class OnlineGovernor(ProbingGovernor):
             return float(self.step_units)
         return getattr(self, "step_units_", None) or 1.0
 
-    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> OnlineSession:
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float], model=None) -> OnlineSession:
         return OnlineSession(self, levels)
 
     def steps_reason(self, data: TrainingData) -> str:

@@ -109,7 +109,7 @@ class ProfiledGovernor(FittedCurve, ProbingGovernor):
         self.curve_ = fit_curve_model(data.sweep, rows, data.train_ids, alpha=float(self.alpha),
                                       candidates=candidates).spec
 
-    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ProfiledSession:
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float], model=None) -> ProfiledSession:
         return ProfiledSession(self, workload)
 
     def steps_reason(self, data: TrainingData) -> str:

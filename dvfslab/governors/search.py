@@ -212,7 +212,7 @@ class SearchGovernor(ProbingGovernor):
         prior = getattr(self, "prior_", None)
         return prior.fallback_note() if isinstance(prior, Governor) else ""
 
-    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> SearchSession:
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float], model=None) -> SearchSession:
         table = sorted(float(f) for f in levels)
         if not table:
             raise GovernorError("search: no level to probe")

@@ -57,17 +57,14 @@ from typing import TYPE_CHECKING, Any
 from dvfslab.core.errors import SweepError
 from dvfslab.data.knobs import DEFAULT_KNOB, SETTING
 from dvfslab.governors.base import (
-    Decision,
     GovernorTags,
-    Probe,
     ProbeSession,
     ProbeStep,
     ProbingGovernor,
-    probe_model,
 )
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Selector
-from dvfslab.governors.zeus import POWER_KNOB, run_session
+from dvfslab.governors.zeus import POWER_KNOB
 
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
@@ -232,11 +229,6 @@ class VoiGovernor(ProbingGovernor):
         if curves is None:  # never fitted: the untrained prior
             curves = []
         return VoiSession(self, levels, workload, model, curves, getattr(self, "knob_", DEFAULT_KNOB))
-
-    def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
-        if probe is None:
-            return super().decide(workload, probe)  # the error: the level is chosen during the run
-        return run_session(self.start(workload, probe.levels, probe_model(probe)), probe)
 
 
 class VoiSession(ProbeSession):

@@ -46,13 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 from dvfslab.data.knobs import DEFAULT_KNOB
 from dvfslab.governors.base import (
-    Decision,
     GovernorTags,
-    Probe,
     ProbeSession,
     ProbeStep,
     ProbingGovernor,
-    probe_model,
 )
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import Selector, ZeusCost
@@ -111,24 +108,6 @@ class ZeusGovernor(ProbingGovernor):
               ) -> ZeusSession:
         """A session on a job that can run ``levels``; ``model``: the probe model (None: windows in steps)."""
         return ZeusSession(self, levels, getattr(self, "knob_", DEFAULT_KNOB), model)
-
-    def decide(self, workload: Mapping[str, Any], probe: Probe | None = None) -> Decision:
-        if probe is None:
-            return super().decide(workload, probe)  # the error: the level is chosen during the run
-        return run_session(self.start(workload, probe.levels, probe_model(probe)), probe)
-
-
-def run_session(session: ProbeSession, probe: Probe) -> Decision:
-    """Drive ``session`` on ``probe`` until it is done (each probe at least the level's window when
-    the probe carries a model, as :meth:`ProbingGovernor.decide` does)."""
-    model = probe_model(probe)
-    while not session.done:
-        level, units = session.next_probe()
-        if model is not None:
-            units = max(float(units), model.window(level))
-        time_s, energy_j = probe.measure(level, units)
-        session.observe(ProbeStep(level, time_s, energy_j, units))
-    return session.decision()
 
 
 class ZeusSession(ProbeSession):

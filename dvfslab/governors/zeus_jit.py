@@ -49,7 +49,7 @@ class ZeusSimGovernor(ProbingGovernor):
         self.units = units
         self.objective = objective
 
-    def start(self, workload: Mapping[str, Any], levels: Sequence[float]) -> ZeusSimSession:
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float], model=None) -> ZeusSimSession:
         return ZeusSimSession(self, levels)
 
 
