@@ -1,8 +1,9 @@
-"""No write destroys a dataset (issue 30, item 2).
+"""No write destroys a dataset (issue 30, item 2; issue 36, item 1).
 
 ``dvfslab simulate`` and ``dvfslab import`` refuse an ``--out`` that holds anything (a sweep
-here), leaving it byte for byte as it was; with ``--force`` they write the new folder beside it
-and swap it in. Killed (SIGKILL) at seeded points of that write, a destination is either the old
+here), leaving it byte for byte as it was, ``--force`` or not; ``--force`` replaces only an
+earlier output of the same command (its marker file), writing the new folder beside it and
+swapping it in. Killed (SIGKILL) at seeded points of that write, a destination is either the old
 folder, intact, or the new one, complete: the same bytes as a write nobody killed. The kill
 points are where the child reports it stands (``dvfslab-test: paused at <point>``, the
 test-only hook :data:`dvfslab.core.files.TEST_PAUSE_ENV`), never a sleep.
@@ -11,6 +12,7 @@ test-only hook :data:`dvfslab.core.files.TEST_PAUSE_ENV`), never a sleep.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import signal
@@ -22,7 +24,13 @@ import pytest
 
 from dvfslab.cli import main
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import FOLDER_POINTS, TEST_PAUSE_ENV, new_folder
+from dvfslab.core.files import (
+    FOLDER_POINTS,
+    OUTPUT_MARKER,
+    TEST_PAUSE_ENV,
+    new_folder,
+    write_output_marker,
+)
 from dvfslab.data.contract import load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,15 +61,25 @@ def a_sweep(path: Path) -> Path:
     return path
 
 
+def an_earlier_output(path: Path, command: str) -> Path:
+    """A folder ``command`` wrote before (its marker, and a file of the old output)."""
+    path.mkdir(parents=True)
+    write_output_marker(path, command)
+    (path / "runs.csv").write_text("run_id\nold\n")
+    return path
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
 @pytest.mark.parametrize("command", [SIMULATE, IMPORT, LOUDVA, ENSEMBLE, PIPELINE],
                          ids=["simulate", "import-zeus", "import-loudva", "ensemble", "pipeline"])
-def test_a_folder_holding_a_sweep_is_refused_and_left_unchanged(tmp_path, capsys, command):
+def test_a_folder_holding_a_sweep_is_refused_and_left_unchanged(tmp_path, capsys, command, force):
     out = a_sweep(tmp_path / "out")
     before = tree_hash(out)
-    assert main([*command, "--out", str(out)]) == 2
+    assert main([*command, "--out", str(out), *force]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert f"{out} already holds a sweep (plan.json, 1 run records in runs/)" in err and "--force" in err
+    assert f"{out} already holds a sweep (plan.json, 1 run records in runs/)" in err
+    assert "add --force" not in err and "replaces only a folder it wrote itself" in err  # no hint towards a loss
     assert tree_hash(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no sibling left behind
 
@@ -73,22 +91,37 @@ def test_an_empty_folder_is_not_refused(tmp_path):
     assert load_dataset(out).meta["source"] == "measured"
 
 
-def test_force_replaces_a_sweep_by_a_complete_dataset(tmp_path, capsys):
-    out = a_sweep(tmp_path / "out")
+def test_force_replaces_its_own_earlier_output_by_a_complete_dataset(tmp_path, capsys):
+    out = an_earlier_output(tmp_path / "out", "dvfslab import zeus-nsdi")
+    assert main([*IMPORT, "--out", str(out)]) == 2  # without --force: refused, with the hint
+    assert "an earlier output of dvfslab import zeus-nsdi; pick another --out, or add --force" in \
+        capsys.readouterr().err
     assert main([*IMPORT, "--out", str(out), "--force"]) == 0
     assert f"-> {out}" in capsys.readouterr().out  # the dataset's path is --out, not the sibling
-    assert not (out / "plan.json").exists() and load_dataset(out).meta["source"] == "measured"
+    assert (out / "runs.csv").read_text() != "run_id\nold\n" and load_dataset(out).meta["source"] == "measured"
+    assert json.loads((out / OUTPUT_MARKER).read_text()) == {"written_by": "dvfslab import zeus-nsdi"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # another command's output is foreign to this one: --force does not replace it
+    before = tree_hash(out)
+    assert main([*LOUDVA, "--out", str(out), "--force"]) == 2
+    assert "written by dvfslab import zeus-nsdi; dvfslab import loudva --force replaces only" in \
+        capsys.readouterr().err
+    assert tree_hash(out) == before
 
 
 def test_an_exception_inside_leaves_the_destination_as_it_was(tmp_path):
     out = a_sweep(tmp_path / "out")
     before = tree_hash(out)
+    with pytest.raises(DvfsError, match="already holds a sweep"), new_folder(out, "test", force=True):
+        pass  # a foreign folder: refused before the block, --force or not
+    out = an_earlier_output(tmp_path / "own", "test")
+    before = tree_hash(out)
     with pytest.raises(RuntimeError), new_folder(out, "test", force=True) as tmp:
         (tmp / "meta.json").write_text("{}")
         raise RuntimeError("half-way")
-    assert tree_hash(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    with pytest.raises(DvfsError, match="already holds a sweep"), new_folder(out, "test"):
+    assert tree_hash(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out", "own"]
+    with pytest.raises(DvfsError, match="an earlier output of test; pick another --out, or add --force"), \
+            new_folder(out, "test"):
         pass
 
 
@@ -118,10 +151,12 @@ def _kill_at(command: list[str], out: Path, point: str) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("command,seed", [(SIMULATE, 30), (IMPORT, 31)], ids=["simulate", "import"])
-def test_sigkill_at_seeded_points_leaves_the_old_folder_or_the_new_one_complete(tmp_path, command, seed):
+@pytest.mark.parametrize("command,seed,writer", [(SIMULATE, 30, "dvfslab simulate"),
+                                                 (IMPORT, 31, "dvfslab import zeus-nsdi")], ids=["simulate", "import"])
+def test_sigkill_at_seeded_points_leaves_the_old_folder_or_the_new_one_complete(tmp_path, command, seed, writer):
     """5 kills each; a trial picks (seeded) a point of the write and whether --out held an old
-    folder (a sweep). "swapped" (new folder in place, old one not yet deleted) needs an old folder."""
+    folder (the command's earlier output). "swapped" (new folder in place, old one not yet
+    deleted) needs an old folder."""
     reference = tmp_path / "reference"
     assert subprocess.run([sys.executable, "-m", "dvfslab", *command, "--out", str(reference)], env=_env(),
                           capture_output=True, timeout=600).returncode == 0
@@ -133,7 +168,7 @@ def test_sigkill_at_seeded_points_leaves_the_old_folder_or_the_new_one_complete(
         had_old = point == "swapped" or rng.random() < 0.5
         parent = tmp_path / f"t{trial}"
         parent.mkdir()
-        out = a_sweep(parent / "out") if had_old else parent / "out"
+        out = an_earlier_output(parent / "out", writer) if had_old else parent / "out"
         old = tree_hash(out) if had_old else None
         _kill_at(command, out, point)
         now = tree_hash(out) if out.exists() else None

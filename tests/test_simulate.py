@@ -185,7 +185,7 @@ def test_simulate_is_a_sweep_with_energy_read_by_the_sampler(tmp_path):
     assert {p.name: p.stat().st_mtime_ns for p in (work / "runs").iterdir()} == stamps
     for f in FILES:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    with pytest.raises(DvfsError, match="must be outside --out"):
+    with pytest.raises(DvfsError, match=f"--out {work} is --work {work}, which dvfslab simulate reads"):
         simulate_dataset(work, plan, progress=False, work_dir=work)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-FORCE_HELP = ("replace what --out holds (a dataset, a sweep or anything else); without it such an --out is "
-              "refused. The new dataset is written beside it and swapped in when complete")
+FORCE_HELP = ("replace an earlier output of the same import in --out (never another dataset, a sweep or a folder "
+              "written otherwise: those are always refused). The new dataset is written beside it and swapped in "
+              "when complete")
 
 
 def register(sub) -> None:
@@ -57,7 +58,7 @@ def run_zeus(args) -> int:
     from dvfslab.data.zeus import import_zeus
 
     # imported into a temporary sibling of --out, renamed into place when complete
-    with new_folder(args.out, "dvfslab import zeus-nsdi", force=args.force) as tmp:
+    with new_folder(args.out, "dvfslab import zeus-nsdi", force=args.force, reads={"SRC": args.src}) as tmp:
         ds = import_zeus(args.src, args.gpu, tmp, eval_every=args.eval_every, keep_incomplete=args.keep_incomplete)
     ds = replace(ds, path=Path(args.out))
     print(f"{ds.summary_line()}; knob {ds.knob.name}, levels {', '.join(ds.knob.format(v) for v in ds.levels)} "
@@ -71,7 +72,7 @@ def run_loudva(args) -> int:
     from dvfslab.core.files import new_folder
     from dvfslab.data.loudva import import_loudva
 
-    with new_folder(args.out, "dvfslab import loudva", force=args.force) as tmp:
+    with new_folder(args.out, "dvfslab import loudva", force=args.force, reads={"SRC": args.src}) as tmp:
         ds = import_loudva(args.src, args.board, tmp, eval_every=args.eval_every,
                            keep_incomplete=args.keep_incomplete, job_inferences=args.job_inferences)
     ds = replace(ds, path=Path(args.out))

@@ -73,8 +73,9 @@ def register(sub) -> None:
                    help="keep the sweep directory (plan.json, runs/<run_id>.json with the twin's exact values) "
                         "in DIR; running again with the same DIR resumes it (default: a temporary directory)")
     p.add_argument("--force", action="store_true",
-                   help="replace what --out holds (a dataset, a sweep or anything else); without it such an --out "
-                        "is refused. The new folder is written beside it and swapped in when complete")
+                   help="replace an earlier output of dvfslab simulate in --out (never another dataset, a sweep or a "
+                        "folder written otherwise: those are always refused). The new folder is written beside it "
+                        "and swapped in when complete")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

@@ -315,6 +315,9 @@ def make_cooldown(args):
 
 
 def run(args) -> int:
+    from dvfslab.core.files import refuse_overlap
+
+    refuse_overlap(args.out, read_paths(args), "dvfslab sweep")
     try:
         ds = run_fleet(args) if args.cluster else run_local(args)
     except KeyboardInterrupt:
@@ -332,6 +335,17 @@ def run(args) -> int:
         print(f"{missing} planned runs have no record (their workers died repeatedly, see meta.json "
               "sweep.sessions[-1].fleet.lost); continue with --resume", file=sys.stderr)
     return 1 if n_failed or missing else 0
+
+
+def read_paths(args) -> dict:
+    """What the sweep reads besides --out: a fake board's sysfs tree, local model folders of
+    ``--workloads`` (``./my-model/rte``)."""
+    paths = {"--sysfs-root": args.sysfs_root if os.path.realpath(args.sysfs_root) != "/" else None}
+    for tok in _split(args.workloads):
+        model = tok.rpartition("/")[0]
+        if model and os.path.exists(model):
+            paths[f"--workloads {tok}"] = model
+    return paths
 
 
 def _planned(out: str) -> int:

@@ -74,9 +74,11 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created when missing) for the ``with`` block.
+    """Hold an exclusive ``flock`` on ``path`` (created when missing) for the ``with`` block;
+    the file is removed when the block ends, however it ends, so no stale lock file stays.
 
-    Advisory and per open file: it serializes dvfslab processes writing the same folder.
+    Advisory and per open file: it serializes dvfslab processes writing the same folder. A
+    waiter that gets the lock of a file its holder has meanwhile removed locks the new one.
     On systems without ``fcntl`` the block runs unlocked.
     """
     try:
@@ -86,12 +88,23 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    while True:
+        fh = open(path, "a")  # noqa: SIM115 - closed below, after the unlock
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            held, named = os.fstat(fh.fileno()), os.stat(path)
+            if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        fh.close()  # removed (and perhaps recreated) by the holder before us: lock what the path names now
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,14 +164,74 @@ def folder_contents(path: str | os.PathLike) -> str | None:
     return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} ({shown})"
 
 
+#: the file a folder writer (``pipeline``, ``simulate``, ``import``) leaves in its output, naming
+#: the command that wrote it: ``--force`` replaces only a folder holding this command's own marker
+OUTPUT_MARKER = ".dvfslab-output.json"
+
+
+def write_output_marker(folder: str | os.PathLike, command: str) -> None:
+    """Mark ``folder`` as ``command``'s output (no time in it: the same output, the same bytes)."""
+    atomic_write_json(Path(folder) / OUTPUT_MARKER, {"written_by": command})
+
+
+def written_by(path: str | os.PathLike) -> str | None:
+    """The command whose output ``path`` is (its :data:`OUTPUT_MARKER`), else None."""
+    try:
+        obj = json.loads((Path(path) / OUTPUT_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    owner = obj.get("written_by") if isinstance(obj, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
 def refuse_occupied(path: str | os.PathLike, command: str, *, force: bool = False) -> None:
-    """Raise a one-line error when ``path`` holds anything and ``force`` is false."""
+    """Raise a one-line error when ``path`` holds anything, unless it is ``command``'s own earlier
+    output (its :data:`OUTPUT_MARKER`) and ``force``: ``--force`` never replaces a dataset, a
+    sweep or a folder some other command (or a person) wrote."""
     held = folder_contents(path)
-    if held is not None and not force:
+    if held is None:
+        return
+    owner = written_by(path) if Path(path).is_dir() else None
+    if owner == command:
+        if force:
+            return
         from dvfslab.core.errors import DvfsError
 
-        raise DvfsError(f"{path} already holds {held}; {command} writes a new folder: pick another --out, "
+        raise DvfsError(f"{path} already holds {held}, an earlier output of {command}; pick another --out, "
                         "or add --force to replace it")
+    from dvfslab.core.errors import DvfsError
+
+    by = f", written by {owner}" if owner else ""
+    raise DvfsError(f"{path} already holds {held}{by}; {command} {'--force ' if force else ''}replaces only a "
+                    f"folder it wrote itself ({OUTPUT_MARKER} in it): pick another --out, or move that folder "
+                    "away yourself if you mean to lose it")
+
+
+def _real(path: str | os.PathLike) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(path)))
+
+
+def refuse_overlap(out: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None], command: str) -> None:
+    """Raise a one-line error naming both paths when ``out`` is, contains or lies inside one of
+    the folders or files ``command`` reads (``inputs``: the option that names it -> its path;
+    None: not given). Paths are compared resolved (links followed), whether they exist or not."""
+    target = _real(out)
+    for option, given in inputs.items():
+        if given is None:
+            continue
+        read = _real(given)
+        if target == read:
+            how = "is"
+        elif target in read.parents:
+            how = "contains"
+        elif read in target.parents:
+            how = "lies inside"
+        else:
+            continue
+        from dvfslab.core.errors import DvfsError
+
+        raise DvfsError(f"--out {out} {how} {option} {given}, which {command} reads: writing there would replace "
+                        "what it reads; pick an --out outside it")
 
 
 def pid_alive(pid: int) -> bool:
@@ -270,22 +343,28 @@ def new_sibling(dest: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def new_folder(dest: str | os.PathLike, command: str, *, force: bool = False) -> Iterator[Path]:
+def new_folder(dest: str | os.PathLike, command: str, *, force: bool = False,
+               reads: Mapping[str, str | os.PathLike | None] | None = None) -> Iterator[Path]:
     """Write a whole folder: yield an empty temporary sibling of ``dest``; when the block ends
-    without an exception, rename it into place (:func:`publish_folder`).
+    without an exception, mark it as ``command``'s output (:data:`OUTPUT_MARKER`) and rename it
+    into place (:func:`publish_folder`).
 
-    ``dest`` holding anything is refused (:func:`refuse_occupied`) unless ``force``; on an
-    exception (Ctrl-C included) the sibling is deleted and ``dest`` is left as it was; after a
-    SIGKILL the sibling stays until the next write to ``dest`` removes it.
+    ``dest`` that is, contains or lies inside one of ``reads`` (option -> path) is refused, with
+    ``force`` too (:func:`refuse_overlap`); ``dest`` holding anything is refused unless it is
+    ``command``'s own earlier output and ``force`` (:func:`refuse_occupied`); on an exception
+    (Ctrl-C included) the sibling is deleted and ``dest`` is left as it was; after a SIGKILL the
+    sibling stays until the next write to ``dest`` removes it.
     """
     import shutil
 
     dest = Path(dest)
+    refuse_overlap(dest, reads or {}, command)
     refuse_occupied(dest, command, force=force)
     tmp = new_sibling(dest)
     try:
         pause_point("sibling-created")
         yield tmp
+        write_output_marker(tmp, command)
         pause_point("written")
         refuse_occupied(dest, command, force=force)  # something appeared there meanwhile
         publish_folder(tmp, dest)

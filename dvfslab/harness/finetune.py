@@ -67,6 +67,18 @@ def _check_backend(backend: Backend, freq_mhz: float | None) -> None:
                       "energy is left empty (not measured)", EnergyNotMeasuredWarning, stacklevel=3)
 
 
+def _check_out(out_dir, model, tokenizer, data_dir, sysfs_root) -> None:
+    """--out is not, does not contain and does not lie inside what the run reads."""
+    from dvfslab.core.files import refuse_overlap
+
+    def local(path):
+        return path if isinstance(path, (str, Path)) and Path(path).exists() else None
+
+    root = sysfs_root if sysfs_root and Path(sysfs_root).resolve() != Path("/") else None
+    refuse_overlap(out_dir, {"--model": local(model), "--tokenizer": local(tokenizer), "--data-dir": data_dir,
+                             "--sysfs-root": root}, "dvfslab finetune")
+
+
 def _check_args(steps: int | None, epochs: float | None, batch_size: int, max_seq_len: int,
                 warmup_steps: int) -> None:
     for name, value in (("steps", steps), ("epochs", epochs)):
@@ -126,6 +138,8 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
     directory. Clocks are restored whatever happens.
     """
     _check_args(steps, epochs, batch_size, max_seq_len, warmup_steps)
+    if out_dir is not None:
+        _check_out(out_dir, model_name_or_config, tokenizer, data_dir, sysfs_root)
     phases: dict[str, float] = {}
     backend, opened = _open_backend(backend, sysfs_root)
     with contextlib.ExitStack() as stack:

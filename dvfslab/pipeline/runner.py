@@ -45,7 +45,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import atomic_write_text, new_sibling, publish_folder, refuse_occupied
+from dvfslab.core.files import (
+    atomic_write_text,
+    new_sibling,
+    publish_folder,
+    refuse_occupied,
+    refuse_overlap,
+    write_output_marker,
+    written_by,
+)
 from dvfslab.data.contract import load_dataset
 from dvfslab.pipeline.summary import caveat_lines, recommendation_line, update_summary
 
@@ -67,6 +75,8 @@ REGISTRY_PARAMETERS: dict[str, tuple[str, ...]] = {
 #: the notebooks that take the run's objective (``OBJECTIVE``)
 OBJECTIVE_NOTEBOOKS: tuple[str, ...] = ("04_governor_evaluation", "05_beyond_the_paper")
 KERNEL = "python3"
+#: the command whose output marker (:data:`dvfslab.core.files.OUTPUT_MARKER`) a run leaves in its folder
+COMMAND = "dvfslab pipeline"
 KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)  # no start-up chatter
 
 
@@ -201,8 +211,15 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                             "or in a checkout restore the link dvfslab/pipeline/replay -> ../../data/replay")
     ds = load_dataset(data)  # fail fast, with the dataset's own one-line reason
     final = (Path(out_dir) if out_dir is not None else default_out_dir()).absolute()
-    refuse_occupied(final, "dvfslab pipeline", force=force)
+    keep = _incomplete_path(final)
+    for target in (final, keep):  # neither the output nor where a failed run is kept may touch the dataset
+        refuse_overlap(target, {"--data": data}, COMMAND)
+    refuse_occupied(final, COMMAND, force=force)
+    if keep.exists() and written_by(keep) != COMMAND:
+        raise PipelineError(f"{keep} holds a folder this pipeline did not write, where it keeps a failed run's "
+                            "output: move it away, or pick another --out")
     out = new_sibling(final)
+    write_output_marker(out, COMMAND)  # --force replaces it (and <out>.incomplete) later, nothing else
     params = {"DATA_DIR": str(data.resolve()), "OUTPUT_DIR": str(out), "SEED": int(seed), "QUICK": bool(quick)}
     selector = parse_objective(objective)  # fail fast on a wrong objective
     log(f"dvfslab pipeline: {ds.summary_line()} from {data}" + (" [quick]" if quick else ""))
@@ -241,9 +258,10 @@ def run_pipeline(data_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         summary = update_summary(out, {"pipeline": {"quick": bool(quick), "seed": int(seed),
                                                     "objective": selector.describe(), "seconds": timings,
                                                     "total_s": round(time.perf_counter() - started, 2)}})
-        refuse_occupied(final, "dvfslab pipeline", force=force)  # something appeared there meanwhile
+        refuse_occupied(final, COMMAND, force=force)  # something appeared there meanwhile
         _retarget(out, final, notebooks)
         publish_folder(out, final)
+        _remove_incomplete(final)  # an earlier failed run's output: this run replaces it
     except BaseException as err:
         keep = _keep_incomplete(out, final)
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, PipelineInterrupted):
@@ -286,14 +304,27 @@ def _retarget(work: Path, final: Path, notebooks) -> None:
         atomic_write_text(path, nbformat.writes(book))
 
 
-def _keep_incomplete(work: Path, final: Path) -> Path:
-    """Move a failed or interrupted run's partial output to ``<final>.incomplete`` (replacing an
-    older one), never to ``final``."""
+def _incomplete_path(final: Path) -> Path:
+    """Where a failed or interrupted run's partial output is kept: ``<final>.incomplete``."""
+    return final.with_name(final.name + ".incomplete")
+
+
+def _remove_incomplete(final: Path) -> None:
+    """Remove ``<final>.incomplete`` when a pipeline wrote it (its marker), never anything else."""
     import shutil
 
-    keep = final.with_name(final.name + ".incomplete")
-    if keep.exists():
+    keep = _incomplete_path(final)
+    if keep.is_dir() and not keep.is_symlink() and written_by(keep) == COMMAND:
         shutil.rmtree(keep, ignore_errors=True)
+
+
+def _keep_incomplete(work: Path, final: Path) -> Path:
+    """Move a failed or interrupted run's partial output to ``<final>.incomplete`` (replacing an
+    older one a pipeline wrote), never to ``final``."""
+    keep = _incomplete_path(final)
+    _remove_incomplete(final)
+    if keep.exists():
+        return work  # not ours (checked before the run; appeared meanwhile): left alone
     try:
         os.rename(work, keep)
     except OSError:

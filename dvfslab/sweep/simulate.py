@@ -39,7 +39,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dvfslab.core.errors import DvfsError
-from dvfslab.core.files import new_folder, refuse_occupied
+from dvfslab.core.files import new_folder, refuse_occupied, refuse_overlap
 from dvfslab.data.catalog import (
     CHARACTERIZATION_TASKS,
     EVALUATION_TASKS,
@@ -244,13 +244,10 @@ def simulate_dataset(out_dir: str | os.PathLike, plan: SimulationPlan | None = N
     (:func:`dvfslab.core.files.new_folder`), so a kill leaves the old folder or the new one.
     """
     plan = plan or SimulationPlan()
-    if work_dir is not None:
-        work, out = Path(work_dir).resolve(), Path(out_dir).resolve()
-        if work == out or out in work.parents:
-            raise DvfsError(f"simulate: --work {work_dir} must be outside --out (it holds the sweep's own records, "
-                            "not the dataset)")
+    reads = {"--work": work_dir}  # the sweep's own records, read again on a rerun: never the dataset's folder
+    refuse_overlap(out_dir, reads, "dvfslab simulate")
     refuse_occupied(out_dir, "dvfslab simulate", force=force)  # before the simulation, not after
     meta, workloads, runs, steps = generate(plan, progress=progress, work_dir=work_dir, profile=profile)
-    with new_folder(out_dir, "dvfslab simulate", force=force) as tmp:
+    with new_folder(out_dir, "dvfslab simulate", force=force, reads=reads) as tmp:
         ds = write_dataset(tmp, meta, workloads, runs, steps)
     return replace(ds, path=Path(out_dir))
