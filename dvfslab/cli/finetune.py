@@ -11,9 +11,9 @@ def register(sub) -> None:
         description="Fine-tune a sequence classifier with the Hugging Face Trainer while dvfslab locks the "
                     "GPU clock, samples the power rails and times every step; the run is appended to the "
                     "dataset directory --out (runs.csv, workloads.csv, steps.csv, samples/).")
-    p.add_argument("--model", required=True, metavar="M",
+    p.add_argument("--model", metavar="M",
                    help="catalog name (bert-base, pythia-70m ...), hub id, or local model directory")
-    p.add_argument("--task", required=True, metavar="T",
+    p.add_argument("--task", metavar="T",
                    help="GLUE task (sst2, mrpc, qnli, ...) or synthetic:<task> for the offline generator")
     p.add_argument("--freq", type=float, metavar="MHZ", help="GPU level to lock (default: leave the clocks alone)")
     p.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -44,7 +44,10 @@ def register(sub) -> None:
     m.add_argument("--no-samples", action="store_true", help="do not save the power trace under samples/")
     m.add_argument("--no-steps", action="store_true", help="do not write per-step rows to steps.csv")
     m.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.add_argument("--recover", action="store_true",
+                   help="add the finished runs kept in --out's finetune.journal (a run whose record could not "
+                        "join the dataset when it ended) to the dataset, and nothing else")
+    p.set_defaults(func=run, finetune_parser=p)
 
 
 def _summary(result) -> str:
@@ -59,6 +62,16 @@ def _summary(result) -> str:
 
 def run(args) -> int:
     from dvfslab.core.levels import UnsupportedFrequencyError
+
+    if args.recover:
+        from dvfslab.harness.records import recover_runs
+
+        for row in recover_runs(args.out):
+            print(f"recovered run {row['run_id']} ({row['workload_id']}, rep {row['rep']}) -> {args.out}")
+        return 0
+    missing = [flag for flag, value in (("--model", args.model), ("--task", args.task)) if not value]
+    if missing:
+        args.finetune_parser.error(f"the following arguments are required: {', '.join(missing)}")
     from dvfslab.harness.finetune import finetune
 
     period = args.sample_period_ms / 1000.0 if args.sample_period_ms else None

@@ -40,13 +40,14 @@ class JournalError(DvfsError):
     """A journal line other than the last is unreadable: the file was damaged from outside."""
 
 
-def journal_path(root: str | os.PathLike) -> Path:
-    return Path(root) / JOURNAL_NAME
+def journal_path(root: str | os.PathLike, name: str = JOURNAL_NAME) -> Path:
+    return Path(root) / name
 
 
-def read_journal(root: str | os.PathLike) -> list[tuple[int, dict]]:
-    """``(line number, record)`` of every committed run in ``root``'s journal (none when absent)."""
-    path = journal_path(root)
+def read_journal(root: str | os.PathLike, name: str = JOURNAL_NAME) -> list[tuple[int, dict]]:
+    """``(line number, record)`` of every committed run in ``root``'s journal ``name`` (none when
+    absent); another ``name`` holds other records of the same form (a fine-tuning run kept aside)."""
+    path = journal_path(root, name)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -95,8 +96,8 @@ def fsync_dir(path: str | os.PathLike) -> None:
 class RunJournal:
     """The writer's side: :meth:`append` a record (fsynced), :meth:`reset` after a compaction."""
 
-    def __init__(self, root: str | os.PathLike):
-        self.path = journal_path(root)
+    def __init__(self, root: str | os.PathLike, name: str = JOURNAL_NAME):
+        self.path = journal_path(root, name)
         self._fh = None
 
     def reset(self) -> None:

@@ -146,6 +146,8 @@ def finetune(model_name_or_config, task: str, *, backend: Backend | str = "none"
         if opened:
             stack.callback(backend.close)
         _check_backend(backend, freq_mhz)  # before the minutes of loading: a refusal comes at once
+        if out_dir is not None:
+            rec.check_target(out_dir, backend, seed)  # the dataset's knob, levels, source: before, not after
         t0 = time.perf_counter()
         p = _prepare(model_name_or_config, task, random_init=random_init, model_label=model_label,
                      data_dir=data_dir, n_train=n_train, n_eval=n_eval, seed=seed, tokenizer=tokenizer,

@@ -119,7 +119,10 @@ def record_success(ctx: RunContext, trainer, train_out, metrics: Mapping, record
     phases = {k: float(v) for k, v in (phases_s or {}).items()}
     samples = _save_samples(ctx, out, {"metrics": dict(metrics), "phases_s": phases}) if save_samples else None
     if out is not None:
-        row["rep"] = append_run(out, ctx, row, steps)
+        try:
+            row["rep"] = append_run(out, ctx, row, steps)
+        except Exception as err:  # the run is done: its record must outlive the failure to add it
+            raise _kept(out, ctx, row, steps, err) from None
     return FinetuneResult(run=row, workload=ctx.workload, metrics=dict(metrics), steps=steps,
                           epochs=[m for m in ctx.cb.epochs if m is not None], measurement=ctx.cb.measurement,
                           log_history=list(trainer.state.log_history), dataset_dir=out, samples_path=samples,
@@ -159,24 +162,56 @@ def _device(backend: Backend) -> dict:
 
 def new_meta(ctx: RunContext) -> dict:
     """``meta.json`` for a dataset created by this run."""
-    clocks = ctx.backend.clocks
-    meta = {"source": "simulated" if ctx.backend.simulated else "measured", "device": _device(ctx.backend),
+    return meta_of(ctx.backend, ctx.seed)
+
+
+def meta_of(backend: Backend, seed: int) -> dict:
+    """``meta.json`` for a dataset a run on ``backend`` would create."""
+    clocks = backend.clocks
+    meta = {"source": "simulated" if backend.simulated else "measured", "device": _device(backend),
             "freq_table_mhz": [float(f) for f in clocks.levels_mhz()] if clocks is not None else [],
             "baseline": "fmax", "created_at": utc_now(), "generator": "dvfslab finetune",
-            "energy_measured": ctx.backend.power is not None, "clock_control": clocks is not None,
+            "energy_measured": backend.power is not None, "clock_control": clocks is not None,
             "synthetic_data": False}
     if meta["source"] == "simulated":
-        meta["seed"] = ctx.seed
+        meta["seed"] = seed
     return meta
 
 
-def _merge_meta(meta: dict, ctx: RunContext, runs: pd.DataFrame, path: Path) -> dict:
-    new = new_meta(ctx)
+def check_target(out: str | Path, backend: Backend, seed: int) -> None:
+    """Everything that would stop the run's record from joining the dataset at ``out``, checked
+    before the model loads: a dataset that does not validate, another knob than the GPU clock
+    (an imported power-limit dataset), a sweep's folder (its compaction rewrites ``runs.csv``
+    from its own records), another source, energy or board levels (:func:`_merge_rules`)."""
+    out = Path(out)
+    if (out / "plan.json").exists():
+        raise FinetuneError(f"{out} is a sweep's folder (plan.json): the sweep rewrites its runs.csv from its own "
+                            "records, so this run would be lost there; write it to another --out directory")
+    if not (out / "meta.json").exists():
+        return
+    ds = load_dataset(out)  # a DatasetError names the file and the fix
+    if ds.knob.name != "gpu_freq_mhz":
+        raise FinetuneError(f"{out / 'meta.json'}: the dataset's knob is {ds.knob.name} (levels "
+                            f"{', '.join(ds.knob.format(v) for v in ds.levels)}), a fine-tuning run sets the GPU "
+                            "clock (gpu_freq_mhz); write this run to another --out directory")
+    _merge_rules(dict(ds.meta), meta_of(backend, seed), out)
+
+
+def _merge_meta(meta: dict, new: dict, task: str, runs: pd.DataFrame, path: Path) -> dict:
+    meta = _merge_rules(meta, new, path)
+    meta["synthetic_data"] = bool(meta.get("synthetic_data")) or is_synthetic(task)
+    meta["baseline"] = "maxn" if (runs["policy"] == "maxn").any() else "fmax"
+    return meta
+
+
+def _merge_rules(meta: dict, new: dict, path: Path) -> dict:
+    """``meta`` of the dataset at ``path`` with a run whose own would be ``new``; FinetuneError
+    when the two cannot share a dataset."""
     if meta.get("source") != new["source"]:
         raise FinetuneError(f"{path / 'meta.json'}: dataset is {meta.get('source')}, this run is {new['source']}; "
                             "write it to another --out directory")
     if meta.get("energy_measured", True) and not new["energy_measured"]:
-        raise FinetuneError(f"{path}: dataset holds energy-measured runs but backend {ctx.backend.name!r} "
+        raise FinetuneError(f"{path}: dataset holds energy-measured runs but backend {new['device']['backend']!r} "
                             "measures no energy; write this run to another --out directory")
     levels = new["freq_table_mhz"]
     if meta.get("freq_table_mhz") and levels and sorted(map(float, meta["freq_table_mhz"])) != sorted(levels):
@@ -185,8 +220,6 @@ def _merge_meta(meta: dict, ctx: RunContext, runs: pd.DataFrame, path: Path) -> 
     if not meta.get("freq_table_mhz"):
         meta["freq_table_mhz"] = levels
     meta["clock_control"] = bool(meta["freq_table_mhz"])
-    meta["synthetic_data"] = bool(meta.get("synthetic_data")) or is_synthetic(ctx.task)
-    meta["baseline"] = "maxn" if (runs["policy"] == "maxn").any() else "fmax"
     return meta
 
 
@@ -202,18 +235,28 @@ def _workload_id(workloads: pd.DataFrame, row: dict) -> str:
 def append_run(out: Path, ctx: RunContext, run: dict, steps: list[dict]) -> int:
     """Append ``run`` (and its workload, steps) to the dataset at ``out``; return its ``rep``.
 
-    Under a lock file; the merged dataset is written and validated in a scratch directory
-    first, then each file replaces the real one atomically.
+    Under a lock file (removed when done); the merged dataset is written and validated in a
+    scratch directory first, then each file replaces the real one atomically.
     """
+    run, wl = append_record(out, new_meta(ctx), ctx.task, ctx.workload, run, steps)
+    ctx.workload["workload_id"] = wl["workload_id"]
+    return run["rep"]
+
+
+def append_record(out: Path, new: dict, task: str, workload: Mapping, run: Mapping,
+                  steps: list[dict]) -> tuple[dict, dict]:
+    """Append one run record (its ``runs.csv`` row, ``workloads.csv`` row and steps; ``new``: the
+    ``meta.json`` a dataset created by it would have) to the dataset at ``out``; return the row
+    and the workload as written (their ``rep`` and ``workload_id`` set)."""
     with file_lock(out / ".dvfslab.lock"):
         if (out / "meta.json").exists():
             ds = load_dataset(out)
             meta, workloads, runs = dict(ds.meta), ds.workloads, ds.runs
             old_steps = ds.steps
         else:
-            meta, workloads, runs, old_steps = new_meta(ctx), pd.DataFrame(columns=list(WORKLOAD_COLUMNS)), \
+            meta, workloads, runs, old_steps = dict(new), pd.DataFrame(columns=list(WORKLOAD_COLUMNS)), \
                 pd.DataFrame(columns=list(RUN_COLUMNS)), None
-        wl = dict(ctx.workload, workload_id=_workload_id(workloads, ctx.workload))
+        wl = dict(workload, workload_id=_workload_id(workloads, workload))
         run = dict(run, workload_id=wl["workload_id"])
         same = runs[(runs["workload_id"] == wl["workload_id"]) & (runs["policy"] == run["policy"])]
         freq = run["gpu_freq_mhz"]
@@ -222,7 +265,7 @@ def append_run(out: Path, ctx: RunContext, run: dict, steps: list[dict]) -> int:
         if wl["workload_id"] not in set(workloads["workload_id"]):
             workloads = _concat(workloads, wl)
         runs = _concat(runs, run)
-        meta = _merge_meta(meta, ctx, runs, out)
+        meta = _merge_meta(meta, new, task, runs, out)
         step_frame = _concat(old_steps if old_steps is not None else pd.DataFrame(columns=list(STEP_COLUMNS)),
                              *steps) if (steps or old_steps is not None) else None
         with tempfile.TemporaryDirectory(prefix=".scratch-", dir=out) as scratch:
@@ -230,8 +273,59 @@ def append_run(out: Path, ctx: RunContext, run: dict, steps: list[dict]) -> int:
             for name in ("workloads.csv", "runs.csv", "steps.csv", "meta.json"):
                 if (Path(scratch) / name).exists():
                     os.replace(Path(scratch) / name, out / name)
-        ctx.workload["workload_id"] = wl["workload_id"]
-        return run["rep"]
+        return run, wl
+
+
+#: where a finished run whose record could not join its dataset is kept (journal format,
+#: :mod:`dvfslab.data.journal`), until ``dvfslab finetune --recover --out DIR`` adds it
+PENDING_JOURNAL = "finetune.journal"
+
+
+def _kept(out: Path, ctx: RunContext, row: dict, steps: list[dict], err: Exception) -> FinetuneError:
+    """Keep a finished run's record in ``out``'s :data:`PENDING_JOURNAL`; the error to raise."""
+    from dvfslab.data.journal import RunJournal
+
+    reason = f"{type(err).__name__}: {err}".splitlines()[0]
+    where = out / PENDING_JOURNAL
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        journal = RunJournal(out, PENDING_JOURNAL)
+        journal.append({"row": row, "workload": ctx.workload, "steps": steps, "meta": new_meta(ctx),
+                        "task": ctx.task})
+        journal.close()
+    except Exception as keep_err:  # noqa: BLE001 - say both
+        return FinetuneError(f"run {ctx.run_id} finished but could not be added to {out} ({reason}), nor kept in "
+                             f"{where} ({type(keep_err).__name__}: {keep_err}); its figures are in the log above")
+    return FinetuneError(f"run {ctx.run_id} finished but could not be added to {out} ({reason}); its record (runs.csv "
+                         f"row, workload, {len(steps)} steps) is kept in {where} and the dataset's files are "
+                         f"unchanged: fix the cause, then add it with: dvfslab finetune --recover --out {out}")
+
+
+def recover_runs(out: str | Path) -> list[dict]:
+    """Add the runs kept in ``out``'s :data:`PENDING_JOURNAL` to the dataset at ``out``, then
+    remove the journal; return their rows as written. A record that still cannot join stops
+    here with the reason (the journal is kept, those added before are removed from it)."""
+    from dvfslab.data.journal import RunJournal, read_journal
+
+    out = Path(out)
+    records = [rec for _, rec in read_journal(out, PENDING_JOURNAL)]
+    if not records:
+        raise FinetuneError(f"{out / PENDING_JOURNAL}: no run is kept there: nothing to recover")
+    added = []
+    for i, rec in enumerate(records):
+        try:
+            row, _ = append_record(out, rec["meta"], rec["task"], rec["workload"], rec["row"], rec["steps"])
+        except Exception as err:
+            journal = RunJournal(out, PENDING_JOURNAL)
+            journal.reset()
+            for left in records[i:]:
+                journal.append(left)
+            journal.close()
+            raise FinetuneError(f"{out}: run {rec['row'].get('run_id')} still cannot be added "
+                                f"({type(err).__name__}: {err}); it stays in {out / PENDING_JOURNAL}") from None
+        added.append(row)
+    (out / PENDING_JOURNAL).unlink()
+    return added
 
 
 def _concat(frame: pd.DataFrame, *rows: Mapping) -> pd.DataFrame:
@@ -245,5 +339,6 @@ def _concat(frame: pd.DataFrame, *rows: Mapping) -> pd.DataFrame:
         return pd.concat([frame, add], ignore_index=True)
 
 
-__all__ = ["RunContext", "append_run", "features_of", "measured_workload_row", "new_meta", "record_failure",
+__all__ = ["PENDING_JOURNAL", "RunContext", "append_record", "append_run", "check_target", "features_of",
+           "meta_of", "recover_runs", "measured_workload_row", "new_meta", "record_failure",
            "record_success"]
