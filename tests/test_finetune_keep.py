@@ -23,8 +23,8 @@ from dvfslab.data.journal import read_journal  # noqa: E402
 from dvfslab.harness import (  # noqa: E402
     FinetuneError,
     finetune,
-    hf,  # noqa: E402
-    records,  # noqa: E402
+    hf,
+    records,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
