@@ -183,7 +183,8 @@ def make_executor(args):
 
 def backend_options(args) -> dict:
     """The backend's options; the twin's seed is ``--seed``, else on resume the sweep's own."""
-    seed = args.seed if args.seed is not None else (_stored_plan(args) or {}).get("seed", PLAN_DEFAULTS["seed"])
+    stored = _stored_plan(args)
+    seed = args.seed if args.seed is not None else (stored.seed if stored is not None else PLAN_DEFAULTS["seed"])
     return {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
             # a joint sweep's EMC / CPU pins must reach the twin's physics and read back (issue #32)
             "sim": {"seed": seed, "physical_pins": _joint(args)}}.get(args.backend, {})
@@ -257,35 +258,16 @@ def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None)
 
 
 def _refuse_plan_changes(args, levels_mhz: list[float]) -> None:
-    """``--resume`` without ``--workloads`` runs the stored plan: a plan option given with a
-    different value is refused rather than ignored. Applying it would mix runs measured two
-    ways (e.g. 50 and 100 steps) in one dataset, whose levels are then compared unfairly."""
-    stored = _stored_plan(args)
-    if stored is None:
-        return  # nothing to resume: the store says so
-    given = {k: getattr(args, k) for k in PLAN_DEFAULTS if getattr(args, k) is not None}
-    changed = [f"--{k.replace('_', '-')} {v} (the sweep has {stored[k]})" for k, v in given.items() if v != stored[k]]
-    if args.freqs:
-        freqs = sorted(parse_freqs(args.freqs, levels_mhz or stored["levels_mhz"]))
-        if freqs != sorted(float(f) for f in stored["levels_mhz"]):
-            changed.append(f"--freqs {' '.join(_split(args.freqs))} (the sweep has "
-                           f"{' '.join(f'{f:g}' for f in stored['levels_mhz'])})")
-    if getattr(args, "knob", None) or getattr(args, "design", None) or getattr(args, "settings", None) is not None:
-        changed.append("--knob/--design/--settings (the sweep has "
-                       + (f"knobs {', '.join(stored['knobs'])}, design {stored.get('design')}" if stored.get("knobs")
-                          else "no joint knobs") + ")")
-    if args.no_maxn and stored["maxn"]:
-        changed.append("--no-maxn (the sweep has MAXN runs)")
-    from dvfslab.sweep.plan import LEGACY_PINS, normalize_pins
+    """``--resume`` without ``--workloads``: the options given, parsed, for the library's check
+    (:func:`dvfslab.sweep.store.refuse_plan_changes`)."""
+    from dvfslab.sweep.store import refuse_plan_changes, stored_plan
 
-    stored_pins = dict(normalize_pins(stored.get("pins", dict(LEGACY_PINS))))
-    for name, value in pin_options(args).items():
-        if dict(normalize_pins({name: value}))[name] != stored_pins[name]:
-            changed.append(f"--{name} {value} (the sweep has {name}={stored_pins[name]})")
-    if changed:
-        raise DvfsError(f"{os.path.join(args.out, 'plan.json')}: {'; '.join(changed)}: a resumed sweep keeps "
-                        "its plan, so that every run of the dataset is measured the same way; resume with "
-                        "only --backend, --out and --resume, or start a new sweep in another --out")
+    stored = stored_plan(args.out) if args.freqs else None
+    levels = parse_freqs(args.freqs, levels_mhz or list(stored.levels_mhz)) if stored is not None else None
+    joint = bool(getattr(args, "knob", None) or getattr(args, "design", None)
+                 or getattr(args, "settings", None) is not None)
+    refuse_plan_changes(args.out, {k: getattr(args, k) for k in PLAN_DEFAULTS}, levels_mhz=levels,
+                        pins=pin_options(args), joint=joint, no_maxn=args.no_maxn)
 
 
 def resume_command(args) -> str:
@@ -349,7 +331,10 @@ def read_paths(args) -> dict:
 
 
 def _planned(out: str) -> int:
-    return len(json.loads((Path(out) / "plan.json").read_text())["run_ids"])
+    from dvfslab.sweep.store import stored_plan
+
+    plan = stored_plan(out)
+    return len(plan.runs) if plan is not None else 0
 
 
 def run_fleet(args):
@@ -364,26 +349,27 @@ def run_fleet(args):
     if args.cluster.startswith("local:") and args.backend != "sim":
         raise DvfsError(f"--cluster {args.cluster} starts simulated boards on this machine: use --backend sim, "
                         "or start one `dask worker` per real board and pass --cluster tcp://HOST:8786")
-    executor, options = make_executor(args), backend_options(args)
+    executor, options, cooldown = make_executor(args), backend_options(args), make_cooldown(args)
     with fleet.open_cluster(args.cluster) as client:
-        _, infos = fleet.fleet_boards(client, BoardConfig(args.backend, executor, options, make_cooldown(args)))
+        _, infos = fleet.fleet_boards(client, BoardConfig(args.backend, executor, options, cooldown))
         plan = None
         if args.workloads:
             stored = _stored_plan(args)
-            kind = fleet.plan_kind(infos, args.board_kind or (stored or {}).get("board_kind"))
+            kind = fleet.plan_kind(infos, args.board_kind or (stored.board_kind if stored is not None else None))
             levels = next((i["kind"]["levels_mhz"] for i in infos.values() if i.get("kind_id") == kind), [])
-            plan = make_plan_from(args, levels, kind if stored is None else stored.get("board_kind"))
+            plan = make_plan_from(args, levels, kind if stored is None else stored.board_kind)
         else:
             make_plan_from(args, [])  # the error naming --workloads / --resume, or a changed plan option
         return fleet.run_fleet_sweep(plan, client, args.out, backend=args.backend, backend_options=options,
-                                     executor=executor, cooldown=make_cooldown(args), resume=args.resume,
+                                     executor=executor, cooldown=cooldown, resume=args.resume,
                                      retry_failed=not args.no_retry_failed, progress=not args.no_progress)
 
 
-def _stored_plan(args) -> dict | None:
-    """``plan.json`` of the sweep ``--resume`` continues (its board kind: None for a local sweep)."""
-    path = Path(args.out) / "plan.json"
-    return json.loads(path.read_text()) if args.resume and path.exists() else None
+def _stored_plan(args):
+    """The plan of the sweep ``--resume`` continues (:func:`dvfslab.sweep.store.stored_plan`), else None."""
+    from dvfslab.sweep.store import stored_plan
+
+    return stored_plan(args.out) if args.resume else None
 
 
 def run_local(args):

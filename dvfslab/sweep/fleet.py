@@ -51,7 +51,7 @@ from dvfslab.sweep.fleet_worker import (
     run_on_board,
 )
 from dvfslab.sweep.plan import SweepPlan
-from dvfslab.sweep.runner import LOCK_NAME, notify_run
+from dvfslab.sweep.runner import FOREIGN_LEVEL_HINT, LOCK_NAME, notify_run
 from dvfslab.sweep.safety import SweepLock, signals_as_interrupt
 from dvfslab.sweep.session import Cooldown
 from dvfslab.sweep.store import SweepStore, build_meta, read_json
@@ -166,7 +166,7 @@ def _split_fleet(infos: Mapping[str, dict], kind: str, plan: SweepPlan) -> tuple
                          f"(refused: {refused or 'no worker connected'}); start workers on such boards")
     levels = next(iter(boards.values()))["kind"]["levels_mhz"]
     for f in plan.levels_mhz:
-        check_level(f, levels)
+        check_level(f, levels, hint=FOREIGN_LEVEL_HINT)
     for name, _ in plan.knob_tables:  # a joint plan: every board must read back each knob clock
         blind = sorted(i["worker"] for i in boards.values() if name != "gpu" and not i.get("reads_back", {}).get(name))
         if blind:

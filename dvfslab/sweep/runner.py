@@ -225,12 +225,18 @@ def end_clocks(backend: Backend, spec: RunSpec) -> dict | None:
     return read_clocks(backend)
 
 
+#: the hint of a plan level the board lacks (a sweep resumed on another board: ``sweep`` has no
+#: ``--nearest``, and snapping would mix levels in one dataset)
+FOREIGN_LEVEL_HINT = ("The sweep's plan holds this level and this board has not: resume the sweep on the board "
+                      "(kind, power mode) that started it, or start a new sweep in another --out.")
+
+
 def _check_levels(plan: SweepPlan, backend: Backend) -> None:
     if backend.clocks is None:
         return
     levels = backend.clocks.levels_mhz()
     for f in plan.levels_mhz:
-        check_level(f, levels)
+        check_level(f, levels, hint=FOREIGN_LEVEL_HINT)
     _check_knobs(plan, backend)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from dvfslab.data.workloads import merge_workloads
 from dvfslab.hw.base import Backend
 from dvfslab.sweep.board import board_identity
 from dvfslab.sweep.executors import Executor, describe_executor
-from dvfslab.sweep.plan import MAXN, RunSpec, SweepPlan
+from dvfslab.sweep.plan import MAXN, RunSpec, SweepPlan, normalize_pins
 from dvfslab.sweep.session import Cooldown
 
 ROW_COLUMNS = list(RUN_COLUMNS) + ["error", "board_id"]
@@ -163,6 +163,47 @@ class SweepStore:
         """``meta.json`` of an earlier session, if any."""
         path = self.root / "meta.json"
         return read_json(path) if path.exists() else None
+
+
+def stored_plan(out_dir: str | Path) -> SweepPlan | None:
+    """The plan of the sweep in ``out_dir`` (its ``plan.json``, checked), None when there is none."""
+    path = Path(out_dir) / "plan.json"
+    return SweepPlan.from_json(read_json(path), path) if path.exists() else None
+
+
+def refuse_plan_changes(out_dir: str | Path, options: Mapping[str, object], *,
+                        levels_mhz: Sequence[float] | None = None, pins: Mapping[str, object] | None = None,
+                        joint: bool = False, no_maxn: bool = False) -> SweepPlan | None:
+    """A resume without a plan runs the stored one: a plan setting given with another value is
+    refused rather than ignored (applying it would mix runs measured two ways, e.g. 50 and 100
+    steps, in one dataset, whose levels are then compared unfairly). ``options``: the plan's
+    scalar settings given (``reps``, ``order``, ``seed``, ``steps``, ``warmup_steps``; None: not
+    given); ``levels_mhz``: the GPU levels given; ``pins``: the other clocks given (``--emc``,
+    ``--cpu``); ``joint``: a joint plan's options given; ``no_maxn``: MAXN runs left out. Return
+    the stored plan (None: nothing to resume, which :meth:`SweepStore.open` then says)."""
+    stored = stored_plan(out_dir)
+    if stored is None:
+        return None
+    changed = [f"--{k.replace('_', '-')} {v} (the sweep has {getattr(stored, k)})" for k, v in options.items()
+               if v is not None and v != getattr(stored, k)]
+    if levels_mhz and sorted(float(f) for f in levels_mhz) != sorted(stored.levels_mhz):
+        changed.append(f"--freqs {' '.join(f'{f:g}' for f in levels_mhz)} (the sweep has "
+                       f"{' '.join(f'{f:g}' for f in stored.levels_mhz)})")
+    if joint:
+        changed.append("--knob/--design/--settings (the sweep has "
+                       + (f"knobs {', '.join(n for n, _ in stored.knob_tables)}, design {stored.design}"
+                          if stored.joint else "no joint knobs") + ")")
+    if no_maxn and stored.maxn:
+        changed.append("--no-maxn (the sweep has MAXN runs)")
+    stored_pins = dict(stored.pins)
+    for name, value in (pins or {}).items():
+        if dict(normalize_pins({name: value}))[name] != stored_pins[name]:
+            changed.append(f"--{name} {value} (the sweep has {name}={stored_pins[name]})")
+    if changed:
+        raise SweepError(f"{Path(out_dir) / 'plan.json'}: {'; '.join(changed)}: a resumed sweep keeps its plan, so "
+                         "that every run of the dataset is measured the same way; resume with only --backend, --out "
+                         "and --resume, or start a new sweep in another --out")
+    return stored
 
 
 def committed_run_ids(out_dir: str | Path) -> set[str]:
