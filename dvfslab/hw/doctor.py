@@ -33,6 +33,9 @@ from dvfslab.hw.jetson.sysfs import SysfsIO, udev_rule_example
 STATUSES = ("ok", "warn", "fail")
 #: below this achieved rate (Hz) a sample spans more than 0.1 s: short windows get coarse
 MIN_SAMPLER_HZ = 10.0
+#: an achieved rate below this share of the requested one: the reads cannot keep up with the
+#: period asked (more samples missed than taken), so windows are sampled coarser than planned
+MIN_ACHIEVED_SHARE = 0.5
 #: a zone closer than this (deg C) to its lowest trip point leaves no room for a long run
 MIN_HEADROOM_C = 10.0
 STOP_READERS_FIX = "stop them for the sweep: `sudo systemctl stop jtop.service`, end tegrastats"
@@ -191,6 +194,10 @@ def check_sampler(stats: dict, seconds: float) -> Check:
     if hz < MIN_SAMPLER_HZ:
         return Check("sampler", "warn", f"{detail}: below {MIN_SAMPLER_HZ:g} Hz, windows shorter than a "
                      "few seconds get coarse", "measure whole epochs or runs; " + STOP_READERS_FIX)
+    if hz < MIN_ACHIEVED_SHARE * stats["requested_hz"]:
+        return Check("sampler", "warn", f"{detail}: under {MIN_ACHIEVED_SHARE:.0%} of the rate requested, the reads "
+                     "cannot keep up (windows are sampled coarser than planned)",
+                     STOP_READERS_FIX + "; or ask for the rate the reads allow (--sample-period-ms on finetune)")
     return _ok("sampler", detail)
 
 

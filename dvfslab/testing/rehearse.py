@@ -35,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="dvfslab-rehearse-")
     try:
-        board = build_board(Path(tmp) / "board", a.profile)
+        try:
+            board = build_board(Path(tmp) / "board", a.profile)
+        except ValueError as err:  # an unknown profile, a family without levels: one usage line, exit 2
+            p.error(f"--profile: {err}")
         install(board)  # the driver's update_interval for the blocking fake chip
         extra = a.doctor_args[1:] if a.doctor_args[:1] == ["--"] else a.doctor_args
         print(f"REHEARSAL: dvfslab doctor on a fake {a.profile} tree in {board.root} (nothing real is touched)",
