@@ -29,6 +29,7 @@ import pandas as pd
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: F401  (re-exported)
+from dvfslab.data.csvhints import missing_column
 from dvfslab.data.journal import journal_path, read_journal
 from dvfslab.data.knobs import (  # noqa: F401  (re-exported)
     DEFAULT_KNOB,
@@ -355,8 +356,8 @@ def _typed(path: Path, raw: pd.DataFrame, columns: Mapping[str, str],
     """The text table ``raw`` (read from ``path``) with each column converted to its kind."""
     for col in columns:
         if col not in raw.columns:
-            raise DatasetError(path, "column is missing", column=col,
-                               fix=f"expected columns: {', '.join(columns)}")
+            problem, fix = missing_column(col, list(raw.columns), list(columns), (extra or {}).keys())
+            raise DatasetError(path, problem, column=col, fix=fix)
     kinds = dict(columns)
     kinds.update({k: v for k, v in (extra or {}).items() if k in raw.columns})
     out = {}
