@@ -98,3 +98,15 @@ def test_a_failure_after_the_run_keeps_its_record_and_recover_adds_it(tmp_path, 
     assert not (out / "finetune.journal").exists() and not (out / ".dvfslab.lock").exists()
     assert cli.main(["finetune", "--recover", "--out", str(out)]) == 2
     assert "no run is kept there: nothing to recover" in capsys.readouterr().err
+
+
+def test_steps_are_measured_steps_with_warmup_on_top(tmp_path, capsys):
+    """`--steps 3 --warmup-steps 2`: 5 optimizer steps, 3 measured (issue 36: it measured 1)."""
+    out = tmp_path / "ds"
+    assert cli.main(["finetune", "--model", "pythia-14m", "--random-init", "--task", "synthetic:wnli", "--steps", "3",
+                     "--warmup-steps", "2", "--batch-size", "4", "--max-seq-len", "32", "--n-train", "32",
+                     "--n-eval", "8", "--no-progress", "--backend", "none", "--out", str(out)]) == 0
+    assert ": 3 steps in " in capsys.readouterr().out
+    runs = load_dataset(out).runs
+    assert list(runs["steps"]) == [3] and [int(w) for w in runs["warmup_steps"]] == [2]  # an extra column: text
+    assert list(load_dataset(out).steps["step"]) == [1, 2, 3, 4, 5]  # every optimizer step, warm-up included

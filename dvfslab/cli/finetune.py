@@ -21,7 +21,9 @@ def register(sub) -> None:
     p.add_argument("--sysfs-root", metavar="DIR", help="root of the Jetson sysfs tree (default /)")
     p.add_argument("--out", required=True, metavar="DIR", help="dataset directory to create or append to")
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, metavar="N", help="optimizer steps (wins over --epochs)")
+    g.add_argument("--steps", type=int, metavar="N",
+                   help="measured optimizer steps (wins over --epochs); --warmup-steps more run before them, as in "
+                        "dvfslab sweep")
     g.add_argument("--epochs", type=float, metavar="E", help="epochs (default 1 when --steps is not given)")
     g.add_argument("--batch-size", type=int, default=32, metavar="B")
     g.add_argument("--max-seq-len", type=int, default=128, metavar="L", help="truncation length in tokens")
@@ -36,7 +38,7 @@ def register(sub) -> None:
     g.add_argument("--n-eval", type=int, metavar="N", help="cap on evaluation examples (synthetic: 128)")
     m = p.add_argument_group("measurement")
     m.add_argument("--warmup-steps", type=int, default=0, metavar="N",
-                   help="steps run before the measured window opens (not learning-rate warm-up)")
+                   help="steps run before the measured window opens, on top of --steps (not learning-rate warm-up)")
     m.add_argument("--sample-period-ms", type=float, metavar="MS",
                    help="power sampling period (default: the sensor's update interval, else 10 ms)")
     m.add_argument("--label", metavar="NAME", help="model name recorded in workloads.csv (default from --model)")
@@ -48,6 +50,13 @@ def register(sub) -> None:
                    help="add the finished runs kept in --out's finetune.journal (a run whose record could not "
                         "join the dataset when it ended) to the dataset, and nothing else")
     p.set_defaults(func=run, finetune_parser=p)
+
+
+def _total_steps(args) -> int | None:
+    """The optimizer steps to train: ``--steps`` measured after ``--warmup-steps`` (as a sweep's runs)."""
+    if args.steps is None or args.steps < 1 or args.warmup_steps < 0:
+        return args.steps  # None: --epochs; a bad value: the harness's one-line refusal names it
+    return args.steps + args.warmup_steps
 
 
 def _summary(result) -> str:
@@ -77,7 +86,7 @@ def run(args) -> int:
     period = args.sample_period_ms / 1000.0 if args.sample_period_ms else None
     try:
         result = finetune(
-            args.model, args.task, backend=args.backend, freq_mhz=args.freq, steps=args.steps,
+            args.model, args.task, backend=args.backend, freq_mhz=args.freq, steps=_total_steps(args),
             epochs=args.epochs, batch_size=args.batch_size, max_seq_len=args.max_seq_len, seed=args.seed,
             out_dir=args.out, warmup_steps=args.warmup_steps, learning_rate=args.lr,
             sample_period_s=period, sysfs_root=args.sysfs_root, data_dir=args.data_dir,
