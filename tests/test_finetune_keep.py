@@ -110,3 +110,22 @@ def test_steps_are_measured_steps_with_warmup_on_top(tmp_path, capsys):
     runs = load_dataset(out).runs
     assert list(runs["steps"]) == [3] and [int(w) for w in runs["warmup_steps"]] == [2]  # an extra column: text
     assert list(load_dataset(out).steps["step"]) == [1, 2, 3, 4, 5]  # every optimizer step, warm-up included
+
+
+def test_a_run_added_to_an_imported_dataset_takes_away_the_importers_claim(tmp_path, monkeypatch):
+    """An import's --force may replace the import, not a fine-tuning run added to it since."""
+    from dvfslab.core.errors import DvfsError
+    from dvfslab.core.files import OUTPUT_MARKER, refuse_occupied, write_output_marker
+
+    out = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        finetune(TINY_BERT, "synthetic:sst2", backend="none", steps=2, out_dir=out, **QUICK)
+    write_output_marker(out, "dvfslab import loudva")  # as if an import had written the folder
+    refuse_occupied(out, "dvfslab import loudva", force=True)  # its own output: --force may replace it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        finetune(TINY_BERT, "synthetic:sst2", backend="none", steps=2, out_dir=out, **QUICK)
+    assert not (out / OUTPUT_MARKER).exists()
+    with pytest.raises(DvfsError, match="replaces only a folder it wrote itself"):
+        refuse_occupied(out, "dvfslab import loudva", force=True)

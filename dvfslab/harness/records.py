@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from dvfslab.core.files import file_lock, utc_now
+from dvfslab.core.files import OUTPUT_MARKER, file_lock, utc_now
 from dvfslab.data.catalog import GlueTask, workload_record
 from dvfslab.data.contract import (
     RUN_COLUMNS,
@@ -273,6 +273,8 @@ def append_record(out: Path, new: dict, task: str, workload: Mapping, run: Mappi
             for name in ("workloads.csv", "runs.csv", "steps.csv", "meta.json"):
                 if (Path(scratch) / name).exists():
                     os.replace(Path(scratch) / name, out / name)
+        # the folder now holds a run no command can write again: its writer's --force may not replace it
+        (out / OUTPUT_MARKER).unlink(missing_ok=True)
         return run, wl
 
 
