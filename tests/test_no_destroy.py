@@ -190,3 +190,26 @@ def test_a_successful_rerun_removes_the_failed_runs_incomplete_folder(tmp_path, 
     runner.run_pipeline(EXAMPLE, tmp_path / "out", **run)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nbs", "out"]  # the stale .incomplete is gone
     assert written_by(tmp_path / "out") == "dvfslab pipeline"
+
+
+def test_a_removed_lock_file_still_excludes_the_next_holder(tmp_path):
+    """The holder removes the file when it is done; a waiter that locked the removed file locks
+    the path again, so two holders never overlap (their entries and exits alternate)."""
+    import threading
+
+    lock, events, b_started = tmp_path / ".dvfslab.lock", [], threading.Event()
+
+    def second():
+        b_started.set()
+        with file_lock(lock):
+            events.append("B in")
+        events.append("B out")
+
+    with file_lock(lock):
+        events.append("A in")
+        thread = threading.Thread(target=second)
+        thread.start()
+        b_started.wait(timeout=30)  # B is on its way to the lock A holds
+        events.append("A out")
+    thread.join(timeout=30)
+    assert events == ["A in", "A out", "B in", "B out"] and not lock.exists()
