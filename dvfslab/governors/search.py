@@ -170,7 +170,7 @@ class SearchGovernor(ProbingGovernor):
 
     name = "search"
     summary = "prior-guided local search: from FFG's level, walk downhill on measured energy, O(log n) probes"
-    tags = GovernorTags(probes=True,
+    tags = GovernorTags(probes=True, saves=("prior", "prior_params", "probe_units", "max_probes"),
                         not_on_command_line="search probes levels during training and needs each step's energy, "
                                             "which a plain command cannot report; add "
                                             "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
