@@ -193,7 +193,9 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
             raise GovernorError(f"{where}: search starts from {gov.prior}'s level; {run}/models/{gov.prior}.json "
                                 "is missing — rerun `dvfslab pipeline`")
         gov.prior_ = prior
-    if gov is None and run is not None and cls.needs_training:
+    # search's learned state is its prior's file (models/ffg.json): without models/search.json it
+    # runs with its default parameters from that prior (below); any other learned governor is refused
+    if gov is None and run is not None and cls.needs_training and policy != "search":
         raise GovernorError(f"--policy {policy}{' (recommended)' if recommended else ''}: {run}/models/{policy}.json "
                             "is missing — rerun `dvfslab pipeline` with this dvfslab (it saves every trained governor)"
                             + (f", or leave out --model to run {policy} untrained" if policy in UNTRAINED_OK else ""))
