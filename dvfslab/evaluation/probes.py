@@ -42,7 +42,16 @@ replay does it by default), stated in ``summary.json`` under ``evaluation.probe`
   three neighbours against their mean, ``r = e_c / ((e_{c-1} + e_{c+1}) / 2) - 1``; σ is
   ``1.4826 x MAD(r) / sqrt(1.5)`` (a robust standard deviation; the difference of one reading and
   the mean of two others has variance ``1.5 σ²``); applied to a reading of the default window;
-* else 0 (said so).
+* every once-per-cell estimate is floored by the **sensor prior** (:func:`sensor_prior`,
+  :class:`SensorPrior`; docs/hardware.md, *Sensor priors*): NVML's energy counter on a
+  data-centre GPU (1 mJ, updated every ~100 ms: each end of a window uncertain by one update),
+  a Jetson's INA3221 through tegrastats (1 mW samples at its interval) — the larger of the two is
+  used, both said; never 0. A data-centre GPU's clock dataset gets NVML's window, not tegrastats'.
+
+**Epochs.** Where the dataset's unit is an epoch (the Zeus imports) the probe model says so
+(``epoch_units = 1``): Zeus's profiler restarts a window cut by an epoch end
+(:mod:`dvfslab.governors.zeus`). ``noise_scale`` (:func:`physical_models`) multiplies σ for a
+sensitivity run.
 
 A workload served from recorded steps (``steps.csv``: the twin, a dvfslab sweep) reads them as
 they are: they are single measurements and carry their own step-to-step noise (16.5 % CV per step
