@@ -115,3 +115,20 @@ def test_without_epochs_known_nothing_restarts():
     d = _zeus().decide({}, probe)
     assert [lv for lv, _ in probe.asked] == [250.0, 225.0, 200.0, 175.0]
     assert d.probe_units == pytest.approx(51 / 30 + 3 * 50 / 30, rel=1e-9) and d.note == ""
+
+
+def test_live_an_epoch_end_heard_from_the_trainer_restarts_the_window():
+    # no epoch length known; the Trainer's on_epoch_end after 20 steps at 250 W (1 wait + 19 of its window):
+    # Zeus's window starts again, 10 + 40 = 50 steps at 250 W, then 225 W
+    from dvfslab.harness.policy import OnlineLevel
+
+    session = _zeus().start({}, sorted(ENERGY), None)
+    policy = OnlineLevel(session, "zeus")
+    seen = []
+    for i in range(71):
+        if i == 20:
+            policy.epoch_end()
+        level = policy.step_mhz()
+        seen.append(level)
+        policy.observe(level, ENERGY[level], TIME[level])
+    assert seen == [250.0] * 70 + [225.0] and session.restarts == 1
