@@ -26,7 +26,7 @@ of the FFG-to-oracle gap closed, ``100 (r_ffg - r) / r_ffg``, on all workloads a
 where FFG's regret is above its noise floor (:func:`dvfslab.evaluation.replay.intervals`); the
 share of the job spent probing; the probes used; and, for comparison only, the gap closed with
 *idealised* probes (instant, exact — never a result). ``--noise CV...`` adds runs with one fixed
-reading noise for every probe (a sensitivity).
+reading noise for every probe (a sensitivity); ``--noise-scale K...`` scales the dataset's own.
 
     PYTHONPATH=. .venv/bin/python benchmarks/real_governors.py DATASET_DIR... [--noise 0.02 0.05]
 """
@@ -63,9 +63,9 @@ def probing_names() -> tuple[str, ...]:
 
 def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str, ...] = (*FEATURES, *EXTRA_FEATURES),
              noise: float | None = None, seed: int = 0, all_workloads: bool = False,
-             idealise: bool = False) -> tuple[pd.DataFrame, dict]:
+             idealise: bool = False, noise_scale: float = 1.0) -> tuple[pd.DataFrame, dict]:
     """The table of one dataset and what to say about it; ``noise`` None: the physical model's own
-    noise; ``idealise``: instant, exact probes (comparison only)."""
+    noise (``noise_scale`` times it); ``idealise``: instant, exact probes (comparison only)."""
     ds = load_dataset(data_dir)
     sweep = F.sweep_from_dataset(ds)
     table = F.feature_table(sweep)
@@ -73,7 +73,7 @@ def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str
     source = data.steps()
     known = [w for w in data.train_ids if source.job_known(w)]
     ids = data.train_ids if all_workloads else known
-    data = PR.physical_data(F.TrainingData(sweep, table, ids).with_probe_noise(noise, seed), idealise)
+    data = PR.physical_data(F.TrainingData(sweep, table, ids).with_probe_noise(noise, seed), idealise, noise_scale)
     rows = table[table["workload_id"].isin(ids)]
     cols, _ = F.usable_features(rows, candidates)
     mlg = {"estimator": S.candidate_models(False, 0)[tree], "features": cols}
@@ -186,6 +186,9 @@ def main() -> None:
                     help="columns offered to the tree (default: notebook 02's candidates)")
     ap.add_argument("--noise", nargs="*", type=float, default=[],
                     help="fixed reading noise CVs of sensitivity runs (fractions, e.g. 0.02 0.05; default none)")
+    ap.add_argument("--noise-scale", nargs="*", type=float, default=[],
+                    help="sensitivity runs with the dataset's own reading noise (its estimate, or the sensor prior) "
+                         "scaled by each factor (e.g. 0.5 2)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the probe noise")
     ap.add_argument("--all-workloads", action="store_true", help="also the workloads without job_steps")
     ap.add_argument("--no-idealised", action="store_true", help="skip the idealised comparison column")
@@ -203,6 +206,11 @@ def main() -> None:
         if args.noise:
             runs = {cv: evaluate(data, noise=cv, **run)[0] for cv in args.noise}
             print(sensitivity(runs))
+        if args.noise_scale:
+            runs = {k: evaluate(data, noise=None, noise_scale=k, **run)[0] for k in args.noise_scale}
+            frame = pd.concat({f"x{k:g}": v[["job_regret_pct", "gap_closed_pct"]] for k, v in runs.items()}, axis=1)
+            print("the dataset's own reading noise scaled (whole-job regret %, gap closed %):\n"
+                  + frame.round(3).to_string())
         print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
     if args.markdown:
         print("\n| dataset | governor | job regret % [90 % CI] | gap closed % [90 % CI] | gap closed above the floor % "

@@ -192,7 +192,9 @@ def test_the_replay_is_physical_by_default_and_idealised_only_when_asked(tmp_pat
     d = P.describe(P.with_physical(StepSource.from_sweep(sweep)))
     assert d["idealised"] is False and d["unit"] == "step" and d["window_per_level"]["510"] == pytest.approx(
         np.median([5.2 / 1.0, 5.2 / 0.9]))  # A 1.0 s, B 0.9 s per unit at 510: median of 5.2 and 5.777778
-    assert d["sigma"] == 0.0 and d["sigma_source"].startswith("none")  # one rep, one batch size: no estimator
+    # one rep, one batch size: no estimator of the data; the sensor prior (tegrastats, 1 s, 1 mW): 0.001 / sqrt(12) over
+    # the median baseline power (A 3.0 W, B 4.0 W at 1020 MHz: 3.5 W), over sqrt(5) samples = 3.68856e-5; never 0
+    assert d["sigma"] == pytest.approx(3.68856e-5, rel=1e-4) and "sensor prior" in d["sigma_source"]
     assert P.describe(P.idealised(StepSource.from_sweep(sweep)))["idealised"] is True
 
 

@@ -42,7 +42,16 @@ replay does it by default), stated in ``summary.json`` under ``evaluation.probe`
   three neighbours against their mean, ``r = e_c / ((e_{c-1} + e_{c+1}) / 2) - 1``; σ is
   ``1.4826 x MAD(r) / sqrt(1.5)`` (a robust standard deviation; the difference of one reading and
   the mean of two others has variance ``1.5 σ²``); applied to a reading of the default window;
-* else 0 (said so).
+* every once-per-cell estimate is floored by the **sensor prior** (:func:`sensor_prior`,
+  :class:`SensorPrior`; docs/hardware.md, *Sensor priors*): NVML's energy counter on a
+  data-centre GPU (1 mJ, updated every ~100 ms: each end of a window uncertain by one update),
+  a Jetson's INA3221 through tegrastats (1 mW samples at its interval) — the larger of the two is
+  used, both said; never 0. A data-centre GPU's clock dataset gets NVML's window, not tegrastats'.
+
+**Epochs.** Where the dataset's unit is an epoch (the Zeus imports) the probe model says so
+(``epoch_units = 1``): Zeus's profiler restarts a window cut by an epoch end
+(:mod:`dvfslab.governors.zeus`). ``noise_scale`` (:func:`physical_models`) multiplies σ for a
+sensitivity run.
 
 A workload served from recorded steps (``steps.csv``: the twin, a dvfslab sweep) reads them as
 they are: they are single measurements and carry their own step-to-step noise (16.5 % CV per step
@@ -98,6 +107,64 @@ MAD_TO_SD = 1.4826
 #: instant, exact probes (the old replay): comparison only
 IDEALISED_REPLAY = dataclasses.replace(IDEALISED, default_window=1e-9,
                                        window_source="none: a probe lasts what the governor asks (idealised)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SensorPrior:
+    """What a power sensor alone makes a reading uncertain by (docs/hardware.md, *Sensor priors*):
+    its sampling (update) interval and its resolution. ``counter``: an energy counter read at the
+    window's two ends (NVML), whose update interval leaves each end uncertain by up to one
+    interval; else power samples averaged over the window (tegrastats), each quantised to
+    ``resolution`` (W)."""
+
+    name: str
+    interval_s: float
+    interval_source: str
+    resolution: float
+    resolution_source: str
+    counter: bool
+
+    def sigma(self, read_s: float, power_w: float) -> float:
+        """The coefficient of variation of one reading over ``read_s`` seconds at ``power_w``:
+        a counter: each end uniform over one update interval (variance ``interval^2 / 12`` each,
+        two ends) plus each read's quantisation (``resolution^2 / 12`` J^2 each), over the window's
+        energy ``power_w x read_s``; samples: one sample's quantisation ``resolution / sqrt(12)``
+        over ``power_w``, averaged over ``read_s / interval_s`` samples (at least one)."""
+        if not (read_s > 0 and power_w > 0):
+            raise ValueError(f"a sensor prior needs a window > 0 s and a power > 0 W, got {read_s!r} s, {power_w!r} W")
+        if self.counter:
+            edge = self.interval_s / (read_s * math.sqrt(6.0))
+            quant = self.resolution * math.sqrt(2.0 / 12.0) / (power_w * read_s)
+            return math.hypot(edge, quant)
+        n = max(read_s / self.interval_s, 1.0)
+        return self.resolution / math.sqrt(12.0) / power_w / math.sqrt(n)
+
+
+#: NVML's energy counter, what Zeus reads on Volta and newer (``ZeusMonitor``): in mJ
+#: (``nvmlDeviceGetTotalEnergyConsumption``, NVML API reference); its update interval is not
+#: documented by NVIDIA — 20-100 ms on newer GPUs (PETSc's ``PetscLogGpuEnergyMeter`` notes), the
+#: upper end taken (unverified per GPU; on A100/H100 the sensor averages only 25 % of each period:
+#: Yang, Adamek and Armour, SC'24, not modelled)
+NVML_ENERGY = SensorPrior("NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption)", 0.1,
+                          "20-100 ms update on newer GPUs (PETSc PetscLogGpuEnergyMeter notes; NVML does not state it: "
+                          "unverified), 100 ms taken", 0.001, "1 mJ (NVML API reference)", counter=True)
+
+
+def tegrastats_sensor(interval_s: float, interval_source: str) -> SensorPrior:
+    """A Jetson's INA3221 read through tegrastats (or its sysfs hwmon files) every ``interval_s``."""
+    return SensorPrior("INA3221 through tegrastats / sysfs", float(interval_s), interval_source, 0.001,
+                       "1 mW (tegrastats and the hwmon power files print integer mW; the INA3221's own ADC: 13 bits, "
+                       "shunt LSB 40 uV, bus LSB 8 mV, TI SBOS576)", counter=False)
+
+
+def sensor_of(meta: Mapping[str, Any], knob: str) -> SensorPrior:
+    """The power sensor a dataset was read with: NVML on a data-centre GPU (a Zeus import, a
+    device whose power is read through NVML, the ``nvml`` backend), else a Jetson's INA3221."""
+    device = meta.get("device") if isinstance(meta.get("device"), Mapping) else {}
+    said = " ".join(str(device.get(k, "")) for k in ("power", "backend", "gpu")) + " " + str(meta.get("device", ""))
+    if kind_of(meta, knob) == "zeus" or "nvml" in said.lower():
+        return NVML_ENERGY
+    return tegrastats_sensor(*sensor_interval_s(meta))
 
 
 def kind_of(meta: Mapping[str, Any], knob: str) -> str:
@@ -166,6 +233,53 @@ def neighbour_spread(steps: StepSource) -> dict:
     return {"sigma": float(MAD_TO_SD * np.median(np.abs(r - np.median(r))) / math.sqrt(1.5)), "triples": int(len(r))}
 
 
+def sensor_prior(steps: StepSource) -> dict:
+    """The sensor's own noise over one default window's read seconds (:class:`SensorPrior`), at
+    the median over the workloads of the baseline's power and of that window's read seconds:
+    ``{"sigma", "sensor", "read_s", "power_w", "source"}``."""
+    sweep, meta = steps.sweep, steps.meta
+    knob = sweep.knob.name
+    sensor = sensor_of(meta, knob)
+    kind = kind_of(meta, knob)
+    read, power = [], []
+    for wid in sweep.workload_ids():
+        try:
+            t, e = steps.per_unit(wid, None)
+        except Exception:  # no baseline: not in the median
+            continue
+        if not (t > 0 and e > 0):
+            continue
+        power.append(e / t)
+        if kind == "zeus":
+            row = sweep.workloads.set_index("workload_id").loc[wid]
+            read.append(ZEUS_PROFILE_ITERS / zeus_iterations(str(row["task"]), float(row["batch_size"])) * t)
+        elif kind == "jetson":
+            read.append(SENSOR_SAMPLES * sensor.interval_s)
+        else:
+            read.append(t)
+    if not read:
+        return {"sigma": 0.0, "sensor": sensor.name, "read_s": None, "power_w": None,
+                "source": f"{sensor.name}: no workload with a baseline to size a window"}
+    read_s, power_w = float(np.median(read)), float(np.median(power))
+    sigma = sensor.sigma(read_s, power_w)
+    how = ("each end of the window uncertain by one update interval: interval / (window x sqrt 6)" if sensor.counter
+           else "one sample's quantisation / sqrt(12) over the power, averaged over the window's samples")
+    return {"sigma": sigma, "sensor": sensor.name, "read_s": read_s, "power_w": power_w,
+            "source": (f"the sensor prior of {sensor.name}: interval {sensor.interval_s:g} s ({sensor.interval_source}), "
+                       f"resolution {sensor.resolution_source}; {how}; over the median window read, {read_s:.3g} s, "
+                       f"at the median baseline power, {power_w:.3g} W: {100 * sigma:.3g} %")}
+
+
+def _at_least_prior(est: dict, prior: dict) -> dict:
+    """A once-per-cell estimate, floored by the sensor's own noise (never 0): the larger, both said."""
+    if prior["sigma"] > est["sigma"]:
+        return {**est, "sigma": prior["sigma"], "prior": prior,
+                "source": f"{prior['source']} (larger than the data's estimate, {100 * est['sigma']:.3g} %: "
+                          f"{est['source']})"}
+    return {**est, "prior": prior,
+            "source": f"{est['source']}; the sensor prior is {100 * prior['sigma']:.3g} % ({prior['sensor']})"}
+
+
 def noise_estimate(steps: StepSource) -> dict:
     """σ of a reading and where it comes from (module doc): ``{"sigma", "over": "run" | "window",
     "source", "cell_reps"}`` — ``over``: σ applies to one run's units (repetitions) or to one
@@ -177,6 +291,12 @@ def noise_estimate(steps: StepSource) -> dict:
         return {"sigma": reps["energy"]["median"], "over": "run", "cell_reps": float(n.median()),
                 "source": f"the median rep-to-rep CV of energy per unit over {reps['cells_with_reps']} (workload, level) "
                           "cells, over one run's units"}
+    return _at_least_prior(_once_per_cell(steps), sensor_prior(steps))
+
+
+def _once_per_cell(steps: StepSource) -> dict:
+    """σ of a dataset measured once per cell, from the data's estimators (module doc); 0: none applies."""
+    knob = steps.sweep.knob.name
     kind = kind_of(steps.meta, knob)
     if kind == "zeus" or knob == "power_limit_w":
         got = noncapped_spread(steps)
@@ -190,17 +310,21 @@ def noise_estimate(steps: StepSource) -> dict:
                 "source": f"measured once per cell: neighbouring loads at one level, 1.4826 MAD / sqrt(1.5) of the "
                           f"middle one against its two neighbours over {got['triples']} triples (benchmarks/noise.py), "
                           "over one default window"}
-    return {"sigma": 0.0, "over": "run", "cell_reps": 1.0, "source": "none: measured once per cell and no estimator applies"}
+    return {"sigma": 0.0, "over": "window", "cell_reps": 1.0, "source": "no estimator of the data applies"}
 
 
-def physical_models(steps: StepSource) -> dict[str, ProbeModel]:
-    """The physical probe model of every workload of the source (module doc)."""
+def physical_models(steps: StepSource, noise_scale: float = 1.0) -> dict[str, ProbeModel]:
+    """The physical probe model of every workload of the source (module doc); ``noise_scale``
+    multiplies its σ (a sensitivity run: 0.5, 2, ...)."""
+    if not (math.isfinite(noise_scale) and noise_scale >= 0):
+        raise ValueError(f"noise_scale multiplies the reading noise: a number >= 0, got {noise_scale!r}")
     sweep, meta = steps.sweep, steps.meta
     kind = kind_of(meta, sweep.knob.name)
     noise = noise_estimate(steps)
     models = {}
     if kind == "jetson":
-        interval, where = sensor_interval_s(meta)
+        sensor = sensor_of(meta, sweep.knob.name)
+        interval, where = sensor.interval_s, sensor.interval_source
         read_s = SENSOR_SAMPLES * interval
         total_s = read_s + SETTLE_S
     for wid in sweep.workload_ids():
@@ -224,15 +348,17 @@ def physical_models(steps: StepSource) -> dict[str, ProbeModel]:
         ref = steps.units(wid) if noise["over"] == "run" else default * frac
         where = noise["source"] + ("; the probes read recorded steps (steps.csv), which carry their own step-to-step "
                                    "noise: none is added" if steps.is_recorded(wid) else "")
+        if noise_scale != 1.0:
+            where = f"{where}; scaled by {noise_scale:g} (a sensitivity run)"
         models[wid] = ProbeModel(windows=windows, default_window=default, read_fraction=frac,
-                                 sigma_ref=noise["sigma"], ref_units=ref, sigma_source=where, unit=unit,
-                                 window_source=source)
+                                 sigma_ref=noise["sigma"] * noise_scale, ref_units=ref, sigma_source=where, unit=unit,
+                                 window_source=source, epoch_units=1.0 if unit == "epoch" else None)
     return models
 
 
-def with_physical(steps: StepSource) -> StepSource:
+def with_physical(steps: StepSource, noise_scale: float = 1.0) -> StepSource:
     """``steps`` whose probes carry the physical probe model (:func:`physical_models`)."""
-    return steps.with_probe_models(physical_models(steps))
+    return steps.with_probe_models(physical_models(steps, noise_scale))
 
 
 def idealised(steps: StepSource) -> StepSource:
@@ -240,10 +366,11 @@ def idealised(steps: StepSource) -> StepSource:
     return steps.with_noise(0.0, steps.seed).with_probe_models({w: IDEALISED_REPLAY for w in steps.sweep.workload_ids()})
 
 
-def physical_data(data: TrainingData, idealise: bool = False) -> TrainingData:
-    """``data`` whose steps carry the physical probe model (or the idealised one)."""
+def physical_data(data: TrainingData, idealise: bool = False, noise_scale: float = 1.0) -> TrainingData:
+    """``data`` whose steps carry the physical probe model (or the idealised one); ``noise_scale``
+    multiplies the model's σ."""
     s = data.steps()
-    return data.with_steps(idealised(s) if idealise else with_physical(s))
+    return data.with_steps(idealised(s) if idealise else with_physical(s, noise_scale))
 
 
 def ensure_models(steps: StepSource) -> StepSource:

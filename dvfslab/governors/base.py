@@ -365,6 +365,11 @@ class ProbeSession:
         """What the decision should report besides its level (``""``: nothing)."""
         return ""
 
+    def stretch(self, level: float | None, units: float, model: ProbeModel | None) -> float:
+        """The units a replay runs for a probe of ``units`` asked at ``level``: a reading takes at
+        least the level's window on the machine (``model.window(level)``; no model: as asked)."""
+        return float(units) if model is None else max(float(units), model.window(level))
+
     def observe(self, step: ProbeStep) -> None:
         raise NotImplementedError
 
@@ -401,8 +406,9 @@ class ProbingGovernor(Governor):
         session = self.start(workload, probe.levels, model)
         while not session.done:
             level, units = session.next_probe()
-            if model is not None:  # a reading takes at least the level's window on the machine
-                units = max(float(units), model.window(level))
+            stretch = getattr(session, "stretch", None)  # a session not derived from ProbeSession: the default
+            units = (stretch(level, units, model) if stretch is not None else
+                     ProbeSession.stretch(session, level, units, model))  # at least the level's window
             time_s, energy_j = probe.measure(level, units)
             session.observe(ProbeStep(level, time_s, energy_j, units))
         return session.decision()

@@ -7,7 +7,11 @@ A saved governor is::
 
 ``policy`` is its registry name; ``knob`` what its levels are (``gpu_freq_mhz``: MHz,
 ``power_limit_w``: W); ``params`` and ``state`` are what the governor declares it saves
-(``tags.saves``: constructor parameters, and fitted attributes without their trailing ``_``).
+(``tags.saves``: constructor parameters, and fitted attributes without their trailing ``_``);
+``board`` (optional): the board and level table it was learned on, ``{"name", "knob",
+"levels"}`` (:func:`board_of`), read back as the governor's ``board_`` — ``dvfslab govern``
+refuses a learned governor on a board of another table (:func:`dvfslab.job.policy.check_board`).
+:func:`save_trained` writes every trained governor of a pipeline run under ``models/``.
 Loading imports only the policy's own module: ``dvfslab govern`` reads a tree, FFG or curve
 model without pandas, numpy or scikit-learn.
 
@@ -17,6 +21,7 @@ their levels were called ``freq_mhz``) are refused with how to regenerate them.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,12 +52,50 @@ def governor_spec(governor: Governor) -> dict[str, Any]:
             "params": jsonable(params), "state": jsonable(state)}
 
 
-def save_governor(governor: Governor, path: str | os.PathLike) -> None:
-    """Write a fitted governor (atomically)."""
+def board_of(sweep: Any) -> dict[str, Any]:
+    """The board record of a sweep (an :class:`~dvfslab.analysis.aggregate.Sweep`, read by its
+    attributes): its knob, level table and the board's name from its dataset's meta.json."""
+    name = ""
+    meta_path = Path(str(getattr(sweep, "dataset", "") or "")) / "meta.json"
+    if meta_path.is_file():
+        try:
+            device = json.loads(meta_path.read_text()).get("device") or {}
+        except (OSError, ValueError):
+            device = {}
+        if isinstance(device, Mapping):
+            name = str(device.get("board") or device.get("gpu") or "")
+    return {"name": name or "unnamed board", "knob": sweep.knob.name, "levels": [float(f) for f in sweep.level_table]}
+
+
+def save_governor(governor: Governor, path: str | os.PathLike, board: Mapping[str, Any] | None = None) -> None:
+    """Write a fitted governor (atomically); ``board``: what it was learned on (:func:`board_of`)."""
     if not governor.tags.saves:
         raise GovernorError(f"{governor.name}: has nothing to save (it is built, not learned: "
                             f"registry name {governor.name!r})")
-    atomic_write_json(path, governor_spec(governor))
+    spec = governor_spec(governor)
+    if board is not None:
+        spec["board"] = jsonable(dict(board))
+    atomic_write_json(path, spec)
+
+
+def save_trained(governors: Mapping[str, Governor], folder: str | os.PathLike, sweep: Any) -> dict[str, str]:
+    """Write every governor of ``governors`` that saves something to ``folder/<name>.json``, with
+    the board and level table of ``sweep`` (:func:`board_of`): voi's prior curves, curve, mlg,
+    ffg, the parameters of search and zeus ... Returns ``{name: what happened}`` (saved, or why
+    not: nothing to save, not fitted)."""
+    board = board_of(sweep)
+    out = {}
+    for name, gov in governors.items():
+        if not gov.tags.saves:
+            out[name] = "nothing to save (built, not learned)"
+            continue
+        try:
+            save_governor(gov, Path(folder) / f"{name}.json", board)
+        except GovernorError as err:
+            out[name] = f"not saved: {err}"
+            continue
+        out[name] = f"saved {Path(folder) / f'{name}.json'}"
+    return out
 
 
 def governor_from_spec(spec: Any, policy: str | None = None) -> Governor:
@@ -79,6 +122,10 @@ def governor_from_spec(spec: Any, policy: str | None = None) -> Governor:
     for key, value in state.items():
         setattr(gov, key + "_", value)
     gov.knob_ = spec["knob"]
+    board = spec.get("board")
+    if board is not None and not (isinstance(board, Mapping) and isinstance(board.get("levels"), list)):
+        raise GovernorError("its \"board\" must be {\"name\", \"knob\", \"levels\": [...]}")
+    gov.board_ = dict(board) if board is not None else None
     gov.check_state()
     return gov
 

@@ -23,7 +23,7 @@ Board side: plain Python (no numpy, no pandas).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ class ProbeModel:
     unit: str = "step"
     idealised: bool = False
     window_source: str = ""
+    epoch_units: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.default_window > 0 and math.isfinite(self.default_window)):
@@ -57,6 +58,8 @@ class ProbeModel:
         if not 0 < self.read_fraction <= 1:
             raise GovernorError(f"read_fraction is the share of a window that is read, in (0, 1], "
                                 f"got {self.read_fraction!r}")
+        if self.epoch_units is not None and not (self.epoch_units > 0 and math.isfinite(self.epoch_units)):
+            raise GovernorError(f"an epoch is a positive number of units, got {self.epoch_units!r}")
         if not (self.sigma_ref >= 0 and self.ref_units > 0):
             raise GovernorError(f"noise: sigma_ref >= 0 over ref_units > 0, got {self.sigma_ref!r} "
                                 f"over {self.ref_units!r}")
@@ -83,8 +86,38 @@ class ProbeModel:
         return {"unit": self.unit, "window_per_level": {format(k, "g"): v for k, v in sorted(self.windows.items())},
                 "default_window": self.default_window, "window_source": self.window_source,
                 "read_fraction": self.read_fraction, "sigma": self.sigma_ref, "sigma_ref_units": self.ref_units,
-                "sigma_source": self.sigma_source, "idealised": self.idealised}
+                "sigma_source": self.sigma_source, "idealised": self.idealised, "epoch_units": self.epoch_units}
 
 
 #: instant, exact probes of one unit: the old replay, kept for comparison only
 IDEALISED = ProbeModel(idealised=True, sigma_source="none (idealised)", window_source="one unit (idealised)")
+
+
+def noise_from_windows(windows: Sequence[tuple[float | None, float, float]], ref_units: float = 1.0
+                       ) -> tuple[float, int]:
+    """The reading noise a governor measures itself, from its own windows: ``(level, units,
+    energy_j)`` per window, several of a level (the repeated default-level windows, repeated
+    probes). A window over ``u`` units reads the level's mean times log-normal noise of
+    log-variance ``s^2 ref_units / u`` (σ ∝ 1/sqrt(units)); per level the readings' log energy
+    per unit, weighted by ``u / ref_units``, about their weighted mean; ``s^2`` = the pooled sum of
+    squares over the pooled degrees of freedom (each level's count less one). Returns the
+    coefficient of variation over ``ref_units`` units, ``sqrt(exp(s^2) - 1)``, and the degrees of
+    freedom (0: no level read twice — no estimate, σ 0 returned with it)."""
+    if not ref_units > 0:
+        raise GovernorError(f"ref_units must be > 0, got {ref_units!r}")
+    by_level: dict[Any, list[tuple[float, float]]] = {}
+    for level, units, energy_j in windows:
+        if not (units > 0 and energy_j > 0):
+            raise GovernorError(f"a window needs units > 0 and energy > 0, got {units!r} units, {energy_j!r} J")
+        by_level.setdefault(level, []).append((math.log(energy_j / units), units / ref_units))
+    ss, dof = 0.0, 0
+    for reads in by_level.values():
+        if len(reads) < 2:
+            continue
+        wsum = sum(w for _, w in reads)
+        mean = sum(w * x for x, w in reads) / wsum
+        ss += sum(w * (x - mean) ** 2 for x, w in reads)
+        dof += len(reads) - 1
+    if dof == 0:
+        return 0.0, 0
+    return math.sqrt(math.expm1(ss / dof)), dof

@@ -50,9 +50,10 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.levels import snap_mhz
-from dvfslab.governors.base import Governor, GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import Governor, GovernorTags, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Objective
+from dvfslab.governors.session import WindowSession
 
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
@@ -169,7 +170,7 @@ class SearchGovernor(ProbingGovernor):
 
     name = "search"
     summary = "prior-guided local search: from FFG's level, walk downhill on measured energy, O(log n) probes"
-    tags = GovernorTags(probes=True,
+    tags = GovernorTags(probes=True, saves=("prior", "prior_params", "probe_units", "max_probes"),
                         not_on_command_line="search probes levels during training and needs each step's energy, "
                                             "which a plain command cannot report; add "
                                             "dvfslab.harness.online_callback.OnlineDvfsCallback(backend, "
@@ -228,7 +229,7 @@ class SearchGovernor(ProbingGovernor):
         return SearchSession(self, table, start, settings)
 
 
-class SearchSession(ProbeSession):
+class SearchSession(WindowSession):
     """One job under the search: the walk's next index is probed for ``probe_units`` units (live:
     until it has run them, one step at a time); the walk decides what comes next."""
 
@@ -241,44 +242,22 @@ class SearchSession(ProbeSession):
         if governor.max_probes is not None and int(governor.max_probes) < 1:
             raise GovernorError(f"search: max_probes must be >= 1, got {governor.max_probes!r}")
         self.budget = int(governor.max_probes) if governor.max_probes is not None else len(table) + 1
-        self.observed: list[ProbeStep] = []
+        self._begin()
         self.measured: dict[int, tuple[float, float]] = {}  # index -> (energy, time) per unit
-        self._acc = [0.0, 0.0, 0.0]  # units, energy, time at the level being probed
         self._limited = self.objective.max_slowdown_pct is not None
         self._joint = bool(settings)
         self._walk = coordinate_search(settings, start) if settings else local_search(len(table), start)
-        self._pending: int | None = len(table) - 1 if self._limited else next(self._walk)
         self._top_first = self._limited
-        self._stop = self._note = ""
-        self._level: float | None = None
-        self.profiling_steps = 0
+        self._stop = ""
+        self._probe(len(table) - 1 if self._limited else next(self._walk))
 
-    @property
-    def done(self) -> bool:
-        return self._pending is None
+    def _probe(self, i: int) -> None:
+        self._pending = i
+        self._read(self.table[i], self.units)
 
-    def next_level(self) -> float | None:
-        return self._level if self.done else self.table[self._pending]
-
-    def next_probe(self) -> tuple[float | None, float]:
-        if self.done:
-            return self._level, 1.0
-        return self.table[self._pending], self.units - self._acc[0]
-
-    def observe(self, step: ProbeStep) -> None:
-        if self.done:
-            return
-        self.observed.append(step)
-        self.profiling_steps = len(self.observed)
-        acc = self._acc
-        acc[0] += float(step.units)
-        acc[1] += float(step.energy_j)
-        acc[2] += float(step.time_s)
-        if acc[0] < self.units - 1e-9:
-            return
+    def _window_read(self, units: float, energy_j: float, time_s: float) -> None:
         i = self._pending
-        self.measured[i] = (acc[1] / acc[0], acc[2] / acc[0])
-        self._acc = [0.0, 0.0, 0.0]
+        self.measured[i] = (energy_j / units, time_s / units)
         self._advance(i)
 
     def _cost(self, i: int) -> tuple[float, float]:
@@ -303,25 +282,16 @@ class SearchSession(ProbeSession):
         if len(self.measured) >= self.budget:
             self._stop = f"probe budget reached ({self.budget} levels): the least measured is held"
             return self._finish()
-        self._pending = nxt
+        self._probe(nxt)
 
     def _finish(self) -> None:
         """Hold the least measured energy among the admissible levels (ties: the lower level)."""
         self._pending = None
         idx = sorted(self.measured)
         ok = [(self.measured[i][0], self.table[i]) for i in idx if self._cost(i)[0] == 0.0]
-        self._level = min(ok)[1] if ok else None
         peaks = [] if self._joint else not_unimodal([self.table[i] for i in idx], [self._cost(i) for i in idx])
         notes = [self._stop] if self._stop else []
         if peaks:
             notes.append("stopped at a local minimum: the measured energies are not unimodal (higher than a level on "
                          f"each side at {', '.join(f'{p:g}' for p in peaks)})")
-        self._note = "; ".join(notes)
-
-    @property
-    def note(self) -> str:
-        return self._note
-
-    @property
-    def level(self) -> float | None:
-        return self._level
+        self._hold(min(ok)[1] if ok else None, "; ".join(notes))

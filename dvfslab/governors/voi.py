@@ -56,14 +56,10 @@ from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.errors import SweepError
 from dvfslab.data.knobs import DEFAULT_KNOB, SETTING
-from dvfslab.governors.base import (
-    GovernorTags,
-    ProbeSession,
-    ProbeStep,
-    ProbingGovernor,
-)
+from dvfslab.governors.base import GovernorTags, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Selector
+from dvfslab.governors.session import WindowSession
 from dvfslab.governors.zeus import POWER_KNOB
 
 if TYPE_CHECKING:
@@ -231,7 +227,7 @@ class VoiGovernor(ProbingGovernor):
         return VoiSession(self, levels, workload, model, curves, getattr(self, "knob_", DEFAULT_KNOB))
 
 
-class VoiSession(ProbeSession):
+class VoiSession(WindowSession):
     """One job under voi (module doc): ``next_probe`` names the level and its window, ``observe``
     takes the steps run (whole windows in a replay, pieces live), and the rule plans again after
     each completed reading."""
@@ -272,12 +268,8 @@ class VoiSession(ProbeSession):
             raise GovernorError(f"voi: max_probes must be >= 0, got {governor.max_probes!r}")
         self.reads: list[tuple[int, float, float, float]] = []  # (level index, log E/unit, log T/unit, variance)
         self.used = 0.0
-        self.observed: list[ProbeStep] = []
-        self.profiling_steps = 0
-        self._acc = [0.0, 0.0, 0.0]
+        self._begin()
         self._pending: int | None = None
-        self._level: float | None = None
-        self._note = ""
         self._plan()
 
     # ---- the posterior ---------------------------------------------------------------------
@@ -427,52 +419,21 @@ class VoiSession(ProbeSession):
                     best_net, best_x = net, (x if self.reads else b)
         if best_x is not None:
             self._pending = best_x
+            self._read(self.table[best_x], float(self.windows[best_x]))
             return
         self._pending = None
-        self._level = None if b < 0 else self.table[b]
         prior = "a U-shaped prior (untrained)" if self.untrained else f"{self.log_e.shape[0]} training curves"
         stop = ("probe budget reached" if len(self.reads) >= self.budget and b >= 0 else
                 f"no probe's expected gain over the {max(left, 0.0):g} units left beats its cost")
-        self._note = f"voi: {len(self.reads)} levels read, {stop}; prior: {prior}"
+        self._hold(None if b < 0 else self.table[b], f"voi: {len(self.reads)} levels read, {stop}; prior: {prior}")
 
-    # ---- the session protocol ------------------------------------------------------------------
+    # ---- the session protocol (dvfslab.governors.session.WindowSession) ------------------------
 
-    @property
-    def done(self) -> bool:
-        return self._pending is None
-
-    def next_level(self) -> float | None:
-        return self._level if self.done else self.table[self._pending]
-
-    def next_probe(self) -> tuple[float | None, float]:
-        if self.done:
-            return self._level, 1.0
-        return self.table[self._pending], float(self.windows[self._pending]) - self._acc[0]
-
-    def observe(self, step: ProbeStep) -> None:
-        if self.done:
-            return
-        self.observed.append(step)
-        self.profiling_steps = len(self.observed)
-        acc = self._acc
-        acc[0] += float(step.units)
-        acc[1] += float(step.energy_j)
-        acc[2] += float(step.time_s)
-        if acc[0] < float(self.windows[self._pending]) - 1e-9:
-            return
-        i, (units, energy, time) = self._pending, acc
+    def _window_read(self, units: float, energy: float, time: float) -> None:
+        i = self._pending
         if not (energy > 0 and time > 0):
             raise GovernorError(f"voi: a reading of level {self.table[i]:g} must have energy and time > 0, got "
                                 f"{energy!r} J over {time!r} s")
         self.reads.append((i, math.log(energy / units), math.log(time / units), self._variance(i, units)))
         self.used += units
-        self._acc = [0.0, 0.0, 0.0]
         self._plan()
-
-    @property
-    def note(self) -> str:
-        return self._note
-
-    @property
-    def level(self) -> float | None:
-        return self._level

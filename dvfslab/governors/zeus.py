@@ -45,14 +45,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dvfslab.data.knobs import DEFAULT_KNOB
-from dvfslab.governors.base import (
-    GovernorTags,
-    ProbeSession,
-    ProbeStep,
-    ProbingGovernor,
-)
+from dvfslab.governors.base import GovernorTags, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import Selector, ZeusCost
+from dvfslab.governors.session import EPS, WindowSession
 
 if TYPE_CHECKING:
     from dvfslab.governors.probemodel import ProbeModel
@@ -110,9 +106,13 @@ class ZeusGovernor(ProbingGovernor):
         return ZeusSession(self, levels, getattr(self, "knob_", DEFAULT_KNOB), model)
 
 
-class ZeusSession(ProbeSession):
+class ZeusSession(WindowSession):
     """One job under Zeus's optimizer: each level of :func:`zeus_levels` runs its window (the first
-    also the wait), fed whole (a replay) or in pieces (live: until it has run its units)."""
+    also the wait), fed whole (a replay) or in pieces (live: until it has run its units); with the
+    job's epoch length known, a window cut by an epoch end starts again (module doc)."""
+
+    restarts_at_epoch_end = True
+    completes_at_epoch_end = False
 
     def __init__(self, governor: ZeusGovernor, table: Sequence[float], knob: str, model: ProbeModel | None):
         g = governor
@@ -125,53 +125,58 @@ class ZeusSession(ProbeSession):
         self.knob = knob
         per_level = float(g.warmup_steps) + float(g.profile_steps)
         if model is None:
-            self.windows = [per_level] * len(self.schedule)
+            self.level_windows = [per_level] * len(self.schedule)
             wait = float(g.wait_steps)
         else:
-            self.windows = [float(model.window(f)) for f in self.schedule]
-            wait = float(g.wait_steps) / per_level * self.windows[0]
+            self.level_windows = [float(model.window(f)) for f in self.schedule]
+            wait = float(g.wait_steps) / per_level * self.level_windows[0]
+        #: one step (iteration) in the job's units: a level's window over its warm-up + profiled steps
+        self.step_units = [w / per_level for w in self.level_windows] if per_level > 0 else [0.0] * len(self.schedule)
+        self.windows = list(self.level_windows)
         self.windows[0] += wait  # the wait runs at the highest level, the first profiled
+        self._begin(model)
         self.profiling_steps = len(self.schedule)
-        self.observed: list[ProbeStep] = []
-        self._acc = [[0.0, 0.0, 0.0] for _ in self.schedule]  # units, energy, time per level
-        self._at = 0
-        self._level: float | None = None
+        self.restarts = 0
+        self._measured: list[tuple[float, float, float]] = []
+        self._start_level(0)
 
-    @property
-    def done(self) -> bool:
-        return self._at >= len(self.schedule)
+    def _counted(self) -> None:
+        """``profiling_steps`` is the levels profiled (fixed)."""
 
-    def next_level(self) -> float | None:
-        return self._level if self.done else self.schedule[self._at]
-
-    def next_probe(self) -> tuple[float | None, float]:
-        if self.done:
-            return self._level, 1.0
-        return self.schedule[self._at], self.windows[self._at] - self._acc[self._at][0]
-
-    def observe(self, step: ProbeStep) -> None:
-        if self.done:
+    def _start_level(self, at: int) -> None:
+        """Read level ``at``, or — its window and the step that closes it longer than an epoch,
+        which Zeus restarts at every epoch end — hold it: its profiling never completes."""
+        self._at = at
+        level = self.schedule[at]
+        need = self.level_windows[at] + self.step_units[at]
+        if self.epoch_units is not None and need > self.epoch_units + EPS:
+            self._hold(level, f"zeus: the profiling window of {level:g} and the step that closes it ({need:.4g} units) "
+                              f"do not fit in an epoch ({self.epoch_units:.4g} units); Zeus restarts the window at every "
+                              f"epoch end, so it never completes and {level:g} is held for the rest of the job")
             return
-        self.observed.append(step)
-        acc = self._acc[self._at]
-        acc[0] += float(step.units)
-        acc[1] += float(step.energy_j)
-        acc[2] += float(step.time_s)
-        if acc[0] >= self.windows[self._at] - 1e-9:
+        self._read(level, self.windows[at])
+
+    def _epoch_end(self) -> None:
+        """Zeus's ``on_epoch_end``: the warm-up / profiling of the level is cancelled and starts
+        again (warm-up first) on the next epoch's first step; the wait is not run again."""
+        self.restarts += 1
+        self._read(self.schedule[self._at], self.level_windows[self._at])
+
+    def _window_read(self, units: float, energy_j: float, time_s: float) -> None:
+        self._measured.append((self.schedule[self._at], energy_j / units, time_s / units))
+        if self._at + 1 < len(self.schedule):
+            self._start_level(self._at + 1)
+        else:
             self._at += 1
-            if self.done:
-                self._level = self._choose()
+            note = (f"zeus: {self.restarts} profiling window(s) restarted at an epoch end" if self.restarts else "")
+            self._hold(self._choose(), note)
 
     def measurements(self) -> list[tuple[float, float, float]]:
         """``(level, energy_j, time_s)`` per unit, in profiling order (Zeus's ``PowerLimitMeasurement``)."""
-        return [(f, a[1] / a[0], a[2] / a[0]) for f, a in zip(self.schedule, self._acc, strict=True) if a[0] > 0]
+        return list(self._measured)
 
     def _choose(self) -> float | None:
         m = self.measurements()
         max_power_w = max(self.schedule) if self.knob == POWER_KNOB else None
         return self.objective.select_measured([x[0] for x in m], [x[1] for x in m], [x[2] for x in m],
                                               max_power_w=max_power_w, ties_high=True)
-
-    @property
-    def level(self) -> float | None:
-        return self._level

@@ -31,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import GovernorTags, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Selector
+from dvfslab.governors.session import WindowSession
 
 
 class ZeusSimGovernor(ProbingGovernor):
@@ -53,7 +54,7 @@ class ZeusSimGovernor(ProbingGovernor):
         return ZeusSimSession(self, levels)
 
 
-class ZeusSimSession(ProbeSession):
+class ZeusSimSession(WindowSession):
     """One job under Zeus's JIT profiler: each level, highest first, runs ``units / L`` units (live:
     until it has run at least that much, one step at a time), then the choice holds."""
 
@@ -65,48 +66,31 @@ class ZeusSimSession(ProbeSession):
         if not self.schedule:
             raise GovernorError("zeus-sim: no level to probe")
         self.share = float(governor.units) / len(self.schedule)
+        self._begin()
         self.profiling_steps = len(self.schedule)
-        self.observed: list[ProbeStep] = []
-        self._units = [0.0] * len(self.schedule)
-        self._energy = [0.0] * len(self.schedule)
-        self._time = [0.0] * len(self.schedule)
-        self._at = 0  # the level being profiled
-        self._level: float | None = None
+        self._units: list[float] = []
+        self._energy: list[float] = []
+        self._time: list[float] = []
+        self._read(self.schedule[0], self.share)
 
-    @property
-    def done(self) -> bool:
-        return self._at >= len(self.schedule)
+    def _counted(self) -> None:
+        """``profiling_steps`` is the levels profiled (fixed)."""
 
-    def next_level(self) -> float | None:
-        return self._level if self.done else self.schedule[self._at]
-
-    def next_probe(self) -> tuple[float | None, float]:
-        if self.done:
-            return self._level, 1.0
-        return self.schedule[self._at], self.share - self._units[self._at]
-
-    def observe(self, step: ProbeStep) -> None:
-        if self.done:
-            return
-        self.observed.append(step)
-        i = self._at
-        self._units[i] += float(step.units)
-        self._energy[i] += float(step.energy_j)
-        self._time[i] += float(step.time_s)
-        if self._units[i] >= self.share - 1e-9:
-            self._at += 1
-            if self.done:
-                self._level = self._choose()
+    def _window_read(self, units: float, energy_j: float, time_s: float) -> None:
+        self._units.append(units)
+        self._energy.append(energy_j)
+        self._time.append(time_s)
+        at = len(self._units)
+        if at < len(self.schedule):
+            self._read(self.schedule[at], self.share)
+        else:
+            self._hold(self._choose())
 
     def _choose(self) -> float | None:
         energy = [e / u for e, u in zip(self._energy, self._units, strict=True)]
         time = [t / u for t, u in zip(self._time, self._units, strict=True)]
         # the highest level, profiled first, is the baseline's stand-in; ties: the higher level
         return self.objective.select_measured(self.schedule, energy, time, ties_high=True)
-
-    @property
-    def level(self) -> float | None:
-        return self._level
 
 
 #: the name before issue 28 (``zeus-jit``): the same class

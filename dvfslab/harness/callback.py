@@ -113,6 +113,9 @@ class DvfsCallback(TrainerCallback):
             self._open_run()
 
     def on_epoch_end(self, args, state, control, **kwargs):
+        tell = getattr(self.policy, "epoch_end", None)  # a probing session that restarts at epoch ends (zeus)
+        if tell is not None:
+            tell()
         name = f"epoch-{self._epoch}"
         if name in self._open:
             self.epochs.append(self._end(name))

@@ -97,6 +97,12 @@ class OnlineLevel(LevelPolicy):
     def observe(self, freq_mhz: float | None, energy_j: float, time_s: float) -> None:
         self.session.observe(ProbeStep(freq_mhz, time_s, energy_j))
 
+    def epoch_end(self) -> None:
+        """The training epoch ended: a session that restarts its window there (Zeus's) is told."""
+        tell = getattr(self.session, "epoch_end", None)
+        if tell is not None:
+            tell()
+
 
 def policy_for(freq_mhz: float | None = None, governor: Governor | None = None,
                features: Mapping | None = None) -> LevelPolicy:

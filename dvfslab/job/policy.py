@@ -9,7 +9,23 @@
   (``RUN/models/ffg.json``), with no folder the middle of the table (the U-shape alone);
 * ``--policy recommended --model RUN/`` reads ``RUN/summary.json``'s ``recommended.policy``.
 
-* ``voi`` with no saved file starts from its untrained prior (a family of U-shaped curves);
+* ``voi`` with no saved file and no ``--model RUN/`` starts from its untrained prior (a family of
+  U-shaped curves) and says so (the governor's ``source_``); with ``--model RUN/`` a learned
+  governor (``voi`` included) is read from ``RUN/models/<name>.json`` or refused — never
+  replaced silently by its untrained form. ``search`` reads its parameters there too
+  (``models/search.json``) and its prior's saved file;
+* ``source_`` on the governor returned says which it is: trained (the file, the board it was
+  learned on), untrained, and for ``--policy recommended`` that it is the run's recommendation;
+* **Board.** A learned governor saved with its board (``models/*.json`` ``board``:
+  :func:`~dvfslab.governors.files.board_of`) is refused on a board of another knob or level
+  table, in one line naming both (:func:`check_board`), unless ``map_levels="nearest"``
+  (``--map-levels nearest``): its answers then go to this board's nearest level
+  (:func:`~dvfslab.core.levels.snap_mhz`), and ``source_`` says so;
+* **Features.** :func:`feature_needs` lists the features the governor reads that the user did
+  not give: the GPU utilisation (``gpu_util_pct``) is *to be measured* (the runner measures it
+  in its default-clock calibration windows and passes it), any other names its flag.
+  :func:`check_features` raises :class:`FeatureRequired` rather than let a tree or the curve
+  model fill in the training median silently.
 
 The objective is built from ``--max-slowdown`` and ``--eta``: the least energy, or Zeus's cost
 ``eta x energy + (1 - eta) x max power x time`` (:class:`~dvfslab.governors.objective.ZeusCost`),
@@ -20,10 +36,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dvfslab.data.knobs import DEFAULT_KNOB, get_knob
+from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, get_knob
 from dvfslab.governors.base import Governor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.files import load_governor
@@ -68,18 +85,120 @@ def _saved(run: Path | None, name: str, model: str | os.PathLike | None) -> Gove
     return None
 
 
+class FeatureRequired(GovernorError):
+    """A governor reads features the user did not give: ``measure`` lists those the runner can
+    measure (``gpu_util_pct``: in its calibration windows), ``missing`` ``(feature, flag)`` the
+    others."""
+
+    def __init__(self, message: str, measure: Sequence[str] = (), missing: Sequence[tuple[str, str]] = ()):
+        super().__init__(message)
+        self.measure = tuple(measure)
+        self.missing = tuple(missing)
+
+
+#: features a runner can measure while the job runs, and how
+MEASURABLE = {"gpu_util_pct": "the GPU's load (%), measured in the calibration windows at the default clock"}
+
+
+def features_read(governor: Governor) -> list[str]:
+    """The workload features a governor's decision reads (a tree: those its nodes split on; the
+    curve model: its features; others: none)."""
+    tree = getattr(governor, "tree_", None)
+    if isinstance(tree, Mapping):
+        return sorted({n["feature"] for n in tree.get("nodes", ()) if isinstance(n, Mapping) and "feature" in n})
+    curve = getattr(governor, "curve_", None)
+    if isinstance(curve, Mapping):
+        return list(curve.get("features", ()))
+    return []
+
+
+def feature_needs(governor: Governor, given: Mapping[str, Any]) -> FeatureRequired | None:
+    """What the governor reads that ``given`` lacks (None: nothing): to measure, or to pass."""
+    from dvfslab.governors.io import FEATURE_FLAGS
+
+    lacking = [f for f in features_read(governor)
+               if given.get(f) is None or (isinstance(given.get(f), float) and given[f] != given[f])]
+    if not lacking:
+        return None
+    measure = [f for f in lacking if f in MEASURABLE]
+    missing = [(f, FEATURE_FLAGS.get(f, f"a value for {f}")) for f in lacking if f not in MEASURABLE]
+    parts = [f"{f}: not given, to be measured ({MEASURABLE[f]})" for f in measure]
+    parts += [f"{f}: not given (pass {flag})" for f, flag in missing]
+    return FeatureRequired(f"{governor.name} reads {', '.join(lacking)} — " + "; ".join(parts)
+                           + "; a training median is never filled in", measure, missing)
+
+
+def check_features(governor: Governor, given: Mapping[str, Any]) -> None:
+    """Raise :class:`FeatureRequired` when the governor reads a feature ``given`` lacks."""
+    need = feature_needs(governor, given)
+    if need is not None:
+        raise need
+
+
+def _levels_text(levels: Sequence[float], unit: str) -> str:
+    lv = sorted(float(f) for f in levels)
+    return f"{len(lv)} levels {lv[0]:g}-{lv[-1]:g} {unit}" if lv else "no levels"
+
+
+def check_board(governor: Governor, levels: Sequence[float], knob: str, board_name: str = "this board",
+                map_levels: str | None = None, where: str = "") -> str:
+    """``""`` when the governor was learned on this knob and level table (or learned nothing, or
+    its file records no board: said in the returned note); else a :class:`GovernorError` in one
+    line naming both boards — unless ``map_levels="nearest"``: then the note says its answers go
+    to this board's nearest levels."""
+    if map_levels not in (None, "nearest"):
+        raise GovernorError(f"map_levels: 'nearest' or none, got {map_levels!r}")
+    trained = getattr(governor, "board_", None)
+    if not governor.tags.needs_training or not getattr(governor, "learned_", True):
+        return ""
+    if not trained:
+        return "its file records no board (saved before boards were recorded): not checked"
+    t_knob, t_levels = str(trained.get("knob")), [float(f) for f in trained.get("levels") or ()]
+    mine = sorted(float(f) for f in levels)
+    t_unit, unit = get_knob(t_knob).unit if t_knob in KNOBS else "?", get_knob(knob).unit
+    same = t_knob == knob and len(t_levels) == len(mine) and all(
+        abs(a - b) <= 1e-6 * max(1.0, abs(b)) for a, b in zip(sorted(t_levels), mine, strict=True))
+    if same:
+        return ""
+    theirs = f"{trained.get('name') or 'unnamed board'} ({t_knob}, {_levels_text(t_levels, t_unit)})"
+    here = f"{board_name} ({knob}, {_levels_text(mine, unit)})"
+    if t_knob != knob or map_levels is None:
+        fix = "" if t_knob != knob else "; map_levels='nearest' (--map-levels nearest) maps to this board's nearest levels"
+        raise GovernorError(f"{where or governor.name}: learned on {theirs}, this is {here}: refused{fix}")
+    return f"learned on {theirs}: its levels mapped to the nearest of {here}"
+
+
 def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slowdown_pct: float | None = None,
                  eta: float | None = None, time_model: str | os.PathLike | None = None,
-                 knob: str | None = None) -> Governor:
+                 knob: str | None = None, levels: Sequence[float] | None = None, board_name: str = "this board",
+                 map_levels: str | None = None) -> Governor:
     """The governor ``--policy`` names (module doc), with the objective the options build; ``knob``:
-    what a level is (default: the GPU clock; ``power_limit_w`` on ``--knob power-limit``)."""
+    what a level is (default: the GPU clock; ``power_limit_w`` on ``--knob power-limit``);
+    ``levels``: this board's level table (a learned governor is checked against the one it was
+    learned on, :func:`check_board`; None: not checked); ``map_levels``: ``"nearest"`` to accept
+    another table. The governor's ``source_`` says what runs."""
     run = Path(model) if model is not None and Path(model).is_dir() else None
-    if policy == RECOMMENDED:
+    recommended = policy == RECOMMENDED
+    if recommended:
         if run is None:
             raise GovernorError("--policy recommended needs --model RUN/ (the output folder of `dvfslab pipeline`)")
         policy = recommended_policy(run)
     cls = governor_class(policy)
     gov = _saved(run, policy, model)
+    where = (str(model) if model is not None and run is None else
+             f"{run}/models/{policy}.json" if run is not None else "")
+    if gov is not None and policy == "search" and getattr(gov, "prior", None) and run is not None:
+        prior = _saved(run, gov.prior, None)
+        if prior is None:
+            raise GovernorError(f"{where}: search starts from {gov.prior}'s level; {run}/models/{gov.prior}.json "
+                                "is missing — rerun `dvfslab pipeline`")
+        gov.prior_ = prior
+    # search's learned state is its prior's file (models/ffg.json): without models/search.json it
+    # runs with its default parameters from that prior (below); any other learned governor is refused
+    if gov is None and run is not None and cls.needs_training and policy != "search":
+        raise GovernorError(f"--policy {policy}{' (recommended)' if recommended else ''}: {run}/models/{policy}.json "
+                            "is missing — rerun `dvfslab pipeline` with this dvfslab (it saves every trained governor)"
+                            + (f", or leave out --model to run {policy} untrained" if policy in UNTRAINED_OK else ""))
     if gov is None:
         if cls.needs_training and policy not in UNTRAINED_OK:
             where = f"{run}/models/{policy}.json" if run is not None else f"--model FILE (models/{policy}.json)"
@@ -108,6 +227,15 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
         what = "the GPU clock" if knob == DEFAULT_KNOB else f"the {get_knob(knob).label} (--knob power-limit)"
         raise GovernorError(f"this {policy} governor decides {get_knob(gov.knob_).label} levels "
                             f"({get_knob(gov.knob_).unit}); dvfslab govern sets {what} here")
+    gov.learned_ = learned
+    mapped = check_board(gov, levels, knob, board_name, map_levels, where) if levels is not None and learned else ""
     times = load_governor(time_model, policy="curve").model if time_model is not None else None
     obj = objective(max_slowdown_pct, eta, times)
-    return gov if obj is None else gov.with_params(objective=obj)
+    out = gov if obj is None else gov.with_params(objective=obj)
+    trained_on = (getattr(gov, "board_", None) or {}).get("name")
+    what = (f"{policy}, trained ({where}" + (f", learned on {trained_on}" if trained_on else "") + ")" if learned else
+            f"{policy}, untrained ({'the middle of the table as its start' if policy == 'search' else 'its U-shaped prior'})"
+            if policy in UNTRAINED_OK else policy)
+    out.source_ = ("the recommended governor of " + f"{run}/summary.json: " if recommended else "") + what + \
+        (f"; {mapped}" if mapped else "")
+    return out

@@ -1,0 +1,168 @@
+"""One probe session for every governor that reads a level over a window: ``search``, ``voi``,
+``zeus``, ``zeus-sim``.
+
+A :class:`WindowSession` reads one level at a time. The governor's session names the level and
+the window (units of the job; :meth:`WindowSession._read`); the steps run there are fed to
+:meth:`~WindowSession.observe` whole (a replay: one probe of the window) or in pieces (live: one
+optimizer step at a time) and summed; when the window is complete its sums ``(units, energy_j,
+time_s)`` go to the governor's :meth:`~WindowSession._window_read`, which names the next window
+or holds a level (:meth:`WindowSession._hold`, with a note). After the hold, :meth:`next_level`
+is the held level for the rest of the job.
+
+**Epochs.** A job's epochs matter to a profiler that restarts an unfinished window at an epoch
+end (Zeus's ``GlobalPowerLimitOptimizer.on_epoch_end``: a warm-up or profiling window cut by the
+end of an epoch is cancelled and started again on the next epoch's first step). A session whose
+class sets ``restarts_at_epoch_end`` and that knows the job's epoch length (``epoch_units``, from
+the probe model's :attr:`~dvfslab.governors.probemodel.ProbeModel.epoch_units`) asks no probe
+past the end of an epoch (:meth:`next_probe`), and when a window is open at an epoch end calls
+:meth:`~WindowSession._epoch_end` (the steps already run stay charged). A live caller that hears
+of an epoch end (a callback's ``on_epoch_end``) calls :meth:`epoch_end`. Where the epoch length
+is not known, no epoch end is ever modelled.
+
+Board side: plain Python.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dvfslab.governors.base import ProbeSession, ProbeStep
+
+if TYPE_CHECKING:
+    from dvfslab.governors.probemodel import ProbeModel
+
+#: the tolerance on sums of units (fractions of an epoch add up inexactly)
+EPS = 1e-9
+
+
+class WindowSession(ProbeSession):
+    """A session reading one level at a time over a window of units (module doc). A subclass
+    calls :meth:`_begin` in its ``__init__``, then :meth:`_read` or :meth:`_hold`, and implements
+    :meth:`_window_read`."""
+
+    #: an unfinished window is started again after an epoch end (Zeus's profiler)
+    restarts_at_epoch_end: bool = False
+    #: a window whose last unit is the epoch's last is complete (False: Zeus, which closes a
+    #: window on the *next* step's ``on_step_begin``, after ``on_epoch_end`` has cancelled it)
+    completes_at_epoch_end: bool = True
+
+    def _begin(self, model: ProbeModel | None = None) -> None:
+        """The state every session starts with; ``model``: the probe model (its epoch length)."""
+        self.observed: list[ProbeStep] = []
+        self.profiling_steps = 0
+        self._acc = [0.0, 0.0, 0.0]  # units, energy, time of the open window
+        self._reading: tuple[float | None, float] | None = None  # (level, window units) being read
+        self._held = False
+        self._level: float | None = None
+        self._note = ""
+        epoch = getattr(model, "epoch_units", None) if model is not None else None
+        #: units in one epoch of the job (None: unknown, no epoch end modelled)
+        self.epoch_units: float | None = float(epoch) if epoch else None
+        #: units of the job run so far (the probes are its first units)
+        self.units_run = 0.0
+        self._cut = False  # the last probe asked stops at an epoch end
+
+    # ---- what a subclass calls ---------------------------------------------------------------
+
+    def _read(self, level: float | None, window: float) -> None:
+        """Read ``level`` next, over ``window`` units."""
+        self._reading = (level, float(window))
+        self._acc = [0.0, 0.0, 0.0]
+
+    def _hold(self, level: float | None, note: str = "") -> None:
+        """Stop probing and hold ``level`` (None: the default) for the rest of the job."""
+        self._reading = None
+        self._held = True
+        self._level = level
+        self._note = note
+
+    def _window_read(self, units: float, energy_j: float, time_s: float) -> None:
+        """A window of the level being read is complete: its sums. Name the next or hold."""
+        raise NotImplementedError
+
+    def _epoch_end(self) -> None:
+        """An epoch ended while a window was open (only with ``restarts_at_epoch_end``): by
+        default the window starts again, the units already run there not counted in it."""
+        self._acc = [0.0, 0.0, 0.0]
+
+    # ---- the session protocol ------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self._held
+
+    @property
+    def reading_level(self) -> float | None:
+        """The level being read (None once the level is held, or the default clock)."""
+        return None if self._reading is None else self._reading[0]
+
+    def next_level(self) -> float | None:
+        return self._level if self.done else self._reading[0]
+
+    def _to_epoch_end(self) -> float | None:
+        """Units left in the current epoch (None: no epoch end modelled)."""
+        if not (self.restarts_at_epoch_end and self.epoch_units):
+            return None
+        into = self.units_run % self.epoch_units
+        if self.epoch_units - into <= EPS:
+            into = 0.0
+        return self.epoch_units - into
+
+    def next_probe(self) -> tuple[float | None, float]:
+        if self.done:
+            return self._level, 1.0
+        level, window = self._reading
+        want = window - self._acc[0]
+        to_end = self._to_epoch_end()
+        self._cut = to_end is not None and to_end < want - EPS
+        return level, (to_end if self._cut else want)
+
+    def stretch(self, level: float | None, units: float, model: ProbeModel | None) -> float:
+        """The units a replay runs for a probe of ``units`` asked: at least the level's window,
+        unless the probe stops at an epoch end (the job's epoch ends there, whatever the window)."""
+        if self._cut:
+            return float(units)
+        return super().stretch(level, units, model)
+
+    def observe(self, step: ProbeStep) -> None:
+        if self.done:
+            return
+        self.observed.append(step)
+        self._counted()
+        acc = self._acc
+        acc[0] += float(step.units)
+        acc[1] += float(step.energy_j)
+        acc[2] += float(step.time_s)
+        before = self.units_run
+        self.units_run += float(step.units)
+        crossed = self._crossed_epoch_end(before)
+        if acc[0] >= self._reading[1] - EPS and not (crossed and not self.completes_at_epoch_end):
+            units, energy, time = acc
+            self._acc = [0.0, 0.0, 0.0]
+            self._window_read(units, energy, time)
+        elif crossed:
+            self._epoch_end()
+
+    def epoch_end(self) -> None:
+        """Live: the job's epoch ended (a callback's ``on_epoch_end``); an open window of a
+        session that restarts at epoch ends starts again."""
+        if self.restarts_at_epoch_end and not self.done and self._acc[0] > 0:
+            self._epoch_end()
+
+    def _crossed_epoch_end(self, before: float) -> bool:
+        if not (self.restarts_at_epoch_end and self.epoch_units):
+            return False
+        e = self.epoch_units
+        return int((self.units_run + EPS) // e) > int((before + EPS) // e)
+
+    def _counted(self) -> None:
+        """Book-keeping when a step is observed (``profiling_steps`` counts them by default)."""
+        self.profiling_steps = len(self.observed)
+
+    @property
+    def note(self) -> str:
+        return self._note
+
+    @property
+    def level(self) -> float | None:
+        return self._level
