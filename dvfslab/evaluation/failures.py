@@ -40,11 +40,9 @@ from dvfslab.analysis.features import governor_row
 from dvfslab.analysis.steps import StepSource
 from dvfslab.analysis.training import TrainingData
 from dvfslab.evaluation import replay as E
+from dvfslab.evaluation.govcv import YARDSTICKS
 from dvfslab.governors.base import Governor, probe_model
 from dvfslab.governors.curvemodel import CurveModel
-
-#: policies that are yardsticks, not governors to judge (the baseline's rows are named from the dataset)
-YARDSTICKS = ("maxn", "max-clock", "max-limit", "oracle")
 
 
 def saving_column(rows: pd.DataFrame) -> str:
@@ -171,4 +169,4 @@ def _out_of_range(gov: Governor, rows: pd.DataFrame, data: TrainingData, steps: 
             f"{len(worst[feat])} workloads — beyond √{n_fit} = {bound:.2f}, outside every value it was fitted on")
 
 
-__all__ = ["YARDSTICKS", "failing_governors", "saving_column"]
+__all__ = ["failing_governors", "saving_column"]

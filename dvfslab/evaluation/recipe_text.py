@@ -16,10 +16,12 @@ from typing import Any
 
 import pandas as pd
 
+from dvfslab.analysis import aggregate as F
 from dvfslab.analysis.aggregate import Sweep
 from dvfslab.core import reference as R
 from dvfslab.evaluation import replay as E
 from dvfslab.evaluation import selection as S
+from dvfslab.evaluation.govcv import with_family
 from dvfslab.evaluation.recipe import DatasetEvaluation, evaluate_dataset
 from dvfslab.governors import registry as G
 from dvfslab.governors.files import load_governor
@@ -98,6 +100,17 @@ def governor_table(ev: DatasetEvaluation) -> pd.DataFrame:
 def per_workload(ev: DatasetEvaluation, value: str) -> pd.DataFrame:
     """``value`` (``level``, ``saving_pct`` ...) per evaluation workload (rows) and policy (columns)."""
     return ev.per.pivot(index="workload_id", columns="policy", values=value)[ev.rows]
+
+
+def savings_long(ev: DatasetEvaluation) -> pd.DataFrame:
+    """Saving and slowdown per evaluation workload, long form with each policy's family (the
+    figure ``savings_slowdown.png``: a colour per family)."""
+    return with_family(F.long_form(ev.per, ["saving_pct", "slowdown_pct"], ["policy", "workload_id", "size_group"]))
+
+
+def by_size_points(ev: DatasetEvaluation) -> pd.DataFrame:
+    """The by-size summary with each policy's family (the figure ``saving_vs_slowdown.png``)."""
+    return with_family(ev.by_size)
 
 
 JOB_COLUMNS = ["job_saving_pct", "job_slowdown_pct", "job_regret_pct", "probe_share_pct", "profiling_steps", "probe_units"]
@@ -202,6 +215,6 @@ def meaning_markdown(ev: DatasetEvaluation, summary: Mapping[str, Any], simulate
     return text + (SIMULATED_NOTE if simulated else "")
 
 
-__all__ = ["JOB_COLUMNS", "failing_markdown", "from_pipeline", "governor_notes", "governor_table", "in_sample_markdown",
-           "job_table", "meaning_markdown", "notes_table", "paper_table", "per_workload", "recommendation_markdown",
-           "setup_lines", "summary_sections"]
+__all__ = ["JOB_COLUMNS", "by_size_points", "failing_markdown", "from_pipeline", "governor_notes", "governor_table",
+           "in_sample_markdown", "job_table", "meaning_markdown", "notes_table", "paper_table", "per_workload",
+           "recommendation_markdown", "savings_long", "setup_lines", "summary_sections"]

@@ -53,7 +53,7 @@ def recommendation_line(summary: Mapping[str, Any]) -> str | None:
     feats = summary.get("features") or {}
     # the protocol: one grouped CV on the training split (benchmarks/real_governors.py's nested
     # CV over every workload with a job may pick another governor; README, "Real data")
-    on = (f" on the {feats['n_train_workloads']} {feats['train_split']} workloads"
+    on = (f" on the {feats['n_train_workloads']} {feats['train_split']} workloads,"
           if feats.get("n_train_workloads") and feats.get("train_split") else "")
     return (f"recommended governor: {rec['policy']} ({rec.get('grouping') or 'leave-one-model-out'} CV{on} {metric} "
             f"{_pct(rec.get('cv_regret_pct'))}, FFG {_pct(rec.get('ffg_cv_regret_pct'))}): {rec.get('reason', '')}")
