@@ -122,6 +122,22 @@ def savings_bars(per_workload: pd.DataFrame, simulated: bool) -> Figure:
     return _finish(fig, "Governors on the evaluation workloads: mean (bar) and per workload (dots)", simulated)
 
 
+def whole_job(job: pd.DataFrame, simulated: bool, text: str = "Whole job: regret and probing share") -> Figure:
+    """Per policy (``job``'s index), the whole-job regret against the oracle and the share of the
+    job spent probing (``job_regret_pct``, ``probe_share_pct``), side by side; names rotated, the
+    legend outside the axes."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.55 * len(job) + 2.5), 3.8))
+    x, w = np.arange(len(job)), 0.38
+    ax.bar(x - w / 2, job["job_regret_pct"], w, color="#d62728", label="regret vs oracle")
+    ax.bar(x + w / 2, job["probe_share_pct"], w, color="#7f7f7f", label="share of the job probing")
+    ax.set_xticks(x, [str(n) for n in job.index], rotation=40, ha="right", rotation_mode="anchor", fontsize=8)
+    ax.set_xlim(-0.6, len(job) - 0.4)
+    ax.set_ylabel("% of the baseline's job energy /\n% of the job's units")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return _finish(fig, text, simulated)
+
+
 def saving_vs_slowdown(summary: pd.DataFrame, simulated: bool) -> Figure:
     """Mean saving vs mean slowdown, one point per policy (its family's colour, its own marker)
     and size group when given (filled: > 70M, hollow: <= 70M)."""

@@ -29,6 +29,7 @@ from dvfslab.analysis.govplots import (  # noqa: F401
     pareto,
     saving_vs_slowdown,
     savings_bars,
+    whole_job,
 )
 from dvfslab.analysis.plotbase import (  # noqa: F401
     METRIC_LABELS,
