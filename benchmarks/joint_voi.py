@@ -27,11 +27,9 @@ from dvfslab import analysis as F
 from dvfslab.analysis.aggregate import joint_vs_gpu_only
 from dvfslab.data.catalog import PAPER_MODELS
 from dvfslab.data.contract import load_dataset
-from dvfslab.evaluation import probes as PR
 from dvfslab.evaluation import replay as E
-from dvfslab.evaluation.govcv import cv_replay
-from dvfslab.governors import registry as G
-from dvfslab.governors.objective import LEAST_ENERGY, with_objective
+from dvfslab.evaluation.recipe import evaluate_dataset
+from dvfslab.governors.objective import LEAST_ENERGY
 
 GPU = "306,408,510,612,714,816,918,1020,1122,1224,1300.5"
 EMC = "204,665.6,2133,3199"
@@ -65,10 +63,10 @@ def main() -> None:
     print("joint oracle's saving beyond the best GPU-only level (EMC at its top), % of the baseline, median by group:")
     print(extra.groupby("group")["extra_saving_pct"].describe()[["count", "50%", "min", "max"]].round(2).to_string())
     table = F.feature_table(sweep_)
-    data = PR.physical_data(F.TrainingData(sweep_, table, sweep_.workload_ids()), False)
     names = ["oracle", "ffg", "voi"]
-    protos = G.make_all(names, with_objective({}, names, LEAST_ENERGY))
-    per = cv_replay(protos, data, schemes=["lomo"])
+    # the evaluation recipe: physical probes, least energy, leave-one-model-out (nine networks)
+    ev = evaluate_dataset(sweep_, table, sweep_.workload_ids(), names=names, candidates=["voi"], objective=LEAST_ENERGY)
+    per = ev.cv
     summary = E.summarize(per).set_index("policy")
     for name in names:
         rows = per[per["policy"] == name]

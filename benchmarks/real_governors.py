@@ -42,13 +42,13 @@ import pandas as pd
 from dvfslab import analysis as F
 from dvfslab.analysis.features import EXTRA_FEATURES, FEATURES
 from dvfslab.data.contract import load_dataset
-from dvfslab.evaluation import probes as PR
 from dvfslab.evaluation import replay as E
 from dvfslab.evaluation import selection as S
-from dvfslab.evaluation.govcv import SCHEME_WORDS, cv_replay, grouping
-from dvfslab.evaluation.recommend import nested_recommended, recommend, versus_fallback
+from dvfslab.evaluation.govcv import SCHEME_WORDS
+from dvfslab.evaluation.recipe import evaluate_dataset
+from dvfslab.evaluation.recommend import versus_fallback
 from dvfslab.governors import registry as G
-from dvfslab.governors.objective import LEAST_ENERGY, with_objective
+from dvfslab.governors.objective import LEAST_ENERGY
 
 LEARNED = ("mlg", "curve")
 
@@ -69,37 +69,33 @@ def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str
     ds = load_dataset(data_dir)
     sweep = F.sweep_from_dataset(ds)
     table = F.feature_table(sweep)
-    data = F.TrainingData(sweep, table, sweep.workload_ids(split))
-    source = data.steps()
-    known = [w for w in data.train_ids if source.job_known(w)]
-    ids = data.train_ids if all_workloads else known
-    data = PR.physical_data(F.TrainingData(sweep, table, ids).with_probe_noise(noise, seed), idealise, noise_scale)
+    source = F.TrainingData(sweep, table, sweep.workload_ids(split)).steps()
+    known = [w for w in sweep.workload_ids(split) if source.job_known(w)]
+    ids = sweep.workload_ids(split) if all_workloads else known
     rows = table[table["workload_id"].isin(ids)]
     cols, _ = F.usable_features(rows, candidates)
     mlg = {"estimator": S.candidate_models(False, 0)[tree], "features": cols}
     probing = probing_names()
     cands_all = (*LEARNED, *probing)
-    names = ["oracle", "ffg", *cands_all]
-    # every governor optimises the run's objective (least energy, the paper's), so their regrets
-    # compare: zeus too, whose own default is Zeus's cost with eta = 0.5
-    params = with_objective({"mlg": mlg}, names, LEAST_ENERGY)
-    protos, left_out = G.usable(G.make_all(names, params), data)
-    cands = [n for n in protos if n in cands_all]
-    scheme = grouping(rows)
-    cv = cv_replay(protos, data, schemes=[scheme])
-    nested = nested_recommended(protos, data, cands, scheme=scheme)
+    # the evaluation recipe (dvfslab.evaluation.recipe): every governor optimises the least
+    # energy (the paper's objective), so their regrets compare — zeus too, whose own default is
+    # Zeus's cost with eta = 0.5; the grouped CV, the recommendation and its nested CV
+    ev = evaluate_dataset(sweep, table, ids, names=["oracle", "ffg", *cands_all], candidates=cands_all,
+                          params={"mlg": mlg}, objective=LEAST_ENERGY, probe_noise=noise, seed=seed,
+                          idealise=idealise, noise_scale=noise_scale, nested=True)
+    cv, nested, scheme = ev.cv, ev.nested, ev.scheme
     both = pd.concat([cv, nested], ignore_index=True)
     out = E.summarize(both).set_index("policy")
     order = ["oracle", "ffg", *[n for n in probing if n in out.index], "recommended"]
     out = out.reindex([n for n in order if n in out.index])
-    rec = recommend(cv, cands, scheme=scheme)
+    rec = ev.recommended
     search = cv[cv["policy"] == "search"]
     ffg = cv[cv["policy"] == "ffg"]
     info = {"knob": sweep.knob, "source": ds.source, "n_workloads": len(ids), "n_groups": int(cv["held_out"].nunique()),
-            "scheme": scheme, "left_without_job": len(data.sweep.workload_ids(split)) - len(known),
+            "scheme": scheme, "left_without_job": len(sweep.workload_ids(split)) - len(known),
             "all_workloads": all_workloads, "features": cols, "full_data_recommendation": rec,
-            "probe": PR.describe(data.steps()), "n_levels": len(sweep.level_table),
-            "not_replayed": {name: f"{why}; not replayed" for name, why in left_out.items()},
+            "probe": ev.probe, "n_levels": len(sweep.level_table),
+            "not_replayed": {name: f"{why}; not replayed" for name, why in ev.left_out.items()},
             "recommended_vs_ffg": versus_fallback(cv, nested, scheme=scheme),
             "chosen_per_fold": nested.groupby("held_out")["chosen"].first().value_counts().to_dict(),
             "search_not_unimodal": int(search["note"].str.contains("not unimodal").sum()), "n_search": len(search),

@@ -10,7 +10,7 @@ The public face (the notebooks, tests and the CLI use these names)::
 
 :mod:`~dvfslab.analysis.steps` (a dataset's steps, one by one), :mod:`~dvfslab.analysis.training`
 (:class:`TrainingData`, what a governor's ``fit`` takes; re-exported), :mod:`~dvfslab.analysis.boards` and
-:mod:`~dvfslab.analysis.plots` (matplotlib) are imported by name. The evaluation of governors
+:mod:`~dvfslab.analysis.plots` (matplotlib; the governors' figures in :mod:`~dvfslab.analysis.govplots`) are imported by name. The evaluation of governors
 (replay, cross-validation, model selection, the recommendation) is :mod:`dvfslab.evaluation`,
 above the governors. Definitions: docs/method.md.
 """

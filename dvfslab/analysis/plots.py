@@ -11,7 +11,6 @@ in MHz) and label that axis, and the title, from it: a power-limit sweep reads "
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,31 +20,26 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+# the governors' figures (one colour per governor family, a marker per governor) live in
+# govplots, the helpers every figure shares in plotbase; both re-exported here, where the
+# notebooks call them
+from dvfslab.analysis.govplots import (  # noqa: F401
+    governor_cv,
+    label_points,
+    pareto,
+    saving_vs_slowdown,
+    savings_bars,
+    whole_job,
+)
+from dvfslab.analysis.plotbase import (  # noqa: F401
+    METRIC_LABELS,
+    SIZE_PALETTE,
+    _finish,
+    _finish_grid,
+    _note,
+    title,
+)
 from dvfslab.data.knobs import Knob, get_knob
-
-METRIC_LABELS = {"time_rel": "time / baseline", "power_rel": "power / baseline", "energy_rel": "energy / baseline",
-                 "saving_pct": "energy saving vs baseline (%)", "slowdown_pct": "slowdown vs baseline (%)",
-                 "regret_pct": "regret (% of baseline energy)", "accuracy": "accuracy",
-                 "within_one": "accuracy within one level"}
-SIZE_PALETTE = {"> 70M": "#d62728", "<= 70M": "#2c7fb8", "unknown": "#7f7f7f"}
-
-
-def title(text: str, simulated: bool) -> str:
-    """``text``, marked as simulated when it is."""
-    return f"{text} — SIMULATED data" if simulated else text
-
-
-def _finish(fig: Figure, text: str, simulated: bool) -> Figure:
-    fig.suptitle(title(text, simulated), fontsize=12)
-    fig.tight_layout()
-    return fig
-
-
-def _finish_grid(g: sns.FacetGrid, text: str, simulated: bool) -> Figure:
-    """Like :func:`_finish` for seaborn grids (keeps room for their legend)."""
-    g.figure.suptitle(title(text, simulated), fontsize=12)
-    g.tight_layout()
-    return g.figure
 
 
 def _model_colors(models: Sequence[str]) -> dict[str, Any]:
@@ -216,14 +210,6 @@ def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None =
     return fig
 
 
-def _note(text: str, heading: str, simulated: bool) -> Figure:
-    """A figure that only says why there is nothing to draw (wrapped to its width)."""
-    fig, ax = plt.subplots(figsize=(6, 2))
-    ax.text(0.5, 0.5, textwrap.fill(text, 80), ha="center", va="center", fontsize=8)
-    ax.axis("off")
-    return _finish(fig, heading, simulated)
-
-
 def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None, note: str = "") -> Figure:
     """Optimal level vs each feature (long form: feature, value, opt_level, model_type); with
     no feature at all, a figure saying ``note``."""
@@ -296,143 +282,3 @@ def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision
     ax.axis("off")
     return _finish(fig, name, simulated)
 
-
-def savings_bars(per_workload: pd.DataFrame, simulated: bool) -> Figure:
-    """Mean energy saving and slowdown per policy (bars) with each workload as a dot.
-
-    ``per_workload``: long form with policy, metric (saving_pct | slowdown_pct), value,
-    size_group.
-    """
-    sns.set_theme(style="whitegrid", context="paper")
-    g = sns.catplot(data=per_workload, x="policy", y="value", col="metric", kind="bar", errorbar=None,
-                    color="#9ecae1", height=3.2, aspect=1.2, sharey=False)
-    g.map_dataframe(sns.stripplot, x="policy", y="value", hue="size_group", dodge=False, size=3, alpha=0.8,
-                    palette=SIZE_PALETTE)
-    for metric, ax in g.axes_dict.items():
-        ax.set_title(METRIC_LABELS.get(metric, metric))
-        ax.set_ylabel("%")
-        ax.axhline(0.0, color="black", lw=0.8)
-    g.add_legend(title="workload size")
-    return _finish_grid(g, "Governors on the evaluation workloads: mean (bar) and per workload (dots)", simulated)
-
-
-def saving_vs_slowdown(summary: pd.DataFrame, simulated: bool) -> Figure:
-    """Mean saving vs mean slowdown, one point per policy (and size group when given)."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(5.5, 4.0))
-    hue = "size_group" if "size_group" in summary else None
-    sns.scatterplot(data=summary, x="mean_slowdown_pct", y="mean_saving_pct", hue=hue, style="policy", s=70, ax=ax,
-                    palette=SIZE_PALETTE if hue else None)
-    ax.set_xlabel("mean slowdown vs baseline (%)")
-    ax.set_ylabel("mean energy saving vs baseline (%)")
-    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
-    return _finish(fig, "Energy saved vs time lost", simulated)
-
-
-def pareto(points: pd.DataFrame, simulated: bool, text: str = "Energy vs time, mean over workloads") -> Figure:
-    """Mean energy / baseline vs mean time / baseline, one point per policy (and ``limit``
-    when given), the Pareto front joined, each point labelled (labels pushed apart, with a
-    leader line to their point). ``points``: :func:`dvfslab.evaluation.govcv.pareto_points`."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    style = "limit" if "limit" in points else None
-    sns.scatterplot(data=points, x="time_rel", y="energy_rel", hue="policy", style=style, s=80, ax=ax)
-    front = points[points["pareto"]].sort_values("time_rel")
-    ax.plot(front["time_rel"], front["energy_rel"], color="#7f7f7f", lw=1, ls="--", zorder=0, label="Pareto front")
-    ax.set_xlabel("time / baseline (lower is faster)")
-    ax.set_ylabel("energy / baseline (lower is better)")
-    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
-    ax.margins(x=0.12, y=0.15)  # room for the labels pushed off a cluster
-    _finish(fig, text, simulated)
-    label_points(ax, points["time_rel"], points["energy_rel"], points["policy"].astype(str))
-    return fig
-
-
-def label_points(ax: Any, x: Sequence[float], y: Sequence[float], labels: Sequence[str], fontsize: float = 6.5,
-                 marker_pt: float = 4.5, gap_px: float = 1.5, rounds: int = 500) -> list[Any]:
-    """Label data points without overlaps: each label starts just up-right of its point; labels
-    whose boxes overlap each other or a marker (a square of half-side ``marker_pt``) are pushed
-    apart vertically (``rounds`` times at most); a label that ends away from its point gets a
-    thin leader line. Points on one spot (the same pixel) share one label; a point with a NaN
-    coordinate (not drawn) gets none. Call it after the
-    figure's layout is final (positions are in screen pixels, kept as offsets in points)."""
-    fig = ax.figure
-    px_per_pt = fig.dpi / 72
-    renderer = fig.canvas.get_renderer()
-    anchors = ax.transData.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)]))
-    places: dict[tuple[float, float], tuple[np.ndarray, list[str]]] = {}  # one spot, one label
-    for label, anchor in zip(labels, anchors, strict=True):
-        if not np.isfinite(anchor).all():  # a point not drawn (no figure for it) gets no label
-            continue
-        names = places.setdefault((round(anchor[0]), round(anchor[1])), (anchor, []))[1]
-        if label not in names:
-            names.append(label)
-    labels = [", ".join(names) for _, names in places.values()]
-    anchors = np.array([anchor for anchor, _ in places.values()], float).reshape(-1, 2)
-    sizes = []
-    for label in labels:
-        probe = ax.text(0, 0, label, fontsize=fontsize)
-        box = probe.get_window_extent(renderer)
-        sizes.append((box.width, box.height))
-        probe.remove()
-    size = np.array(sizes).reshape(-1, 2)
-    start = anchors + np.array([marker_pt, marker_pt * 0.6]) * px_per_pt
-    pos = start.copy()  # lower-left corners of the labels, pixels
-    half = marker_pt * px_per_pt
-    markers = np.column_stack([anchors - half, np.full((len(anchors), 2), 2 * half)])  # x, y, w, h
-
-    def overlap(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-        """Overlap (dx, dy) of boxes (x, y, w, h); both > -gap_px: they touch."""
-        return (min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]), min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
-
-    for _ in range(rounds):
-        moved = False
-        boxes = np.column_stack([pos, size])
-        for i in range(len(pos)):
-            for j in range(i + 1, len(pos)):  # two labels: each moves half the overlap
-                dx, dy = overlap(boxes[i], boxes[j])
-                if dx > -gap_px and dy > -gap_px:
-                    up, down = (i, j) if (pos[i, 1], i) > (pos[j, 1], j) else (j, i)
-                    pos[up, 1] += (dy + gap_px) / 2
-                    pos[down, 1] -= (dy + gap_px) / 2
-                    moved = True
-            for k in range(len(markers)):  # a label on a marker moves off it
-                dx, dy = overlap(np.array([*pos[i], *size[i]]), markers[k])
-                if dx > -gap_px and dy > -gap_px:
-                    above = pos[i, 1] + size[i, 1] / 2 >= markers[k, 1] + half
-                    pos[i, 1] += (dy + gap_px) if above else -(dy + gap_px)
-                    moved = True
-        if not moved:
-            break
-    out = []
-    for anchor, corner, first, label in zip(anchors, pos, start, labels, strict=True):
-        leader = {"arrowstyle": "-", "color": "#808080", "lw": 0.6, "shrinkA": 0, "shrinkB": half / px_per_pt} \
-            if np.hypot(*(corner - first)) > 2 else None
-        out.append(ax.annotate(label, ax.transData.inverted().transform(anchor), xytext=(corner - anchor) / px_per_pt,
-                               textcoords="offset points", fontsize=fontsize, ha="left", va="bottom",
-                               arrowprops=leader, annotation_clip=False))
-    return out
-
-
-def governor_cv(summary: pd.DataFrame, simulated: bool,
-                note: str = "no cross-validation: fewer than two training workloads") -> Figure:
-    """Mean regret and mean saving per policy, one bar group per CV scheme.
-
-    ``summary``: :func:`dvfslab.evaluation.replay.summarize` with ``by=["scheme"]``; empty (no
-    fold could be held out), a figure saying ``note``.
-    """
-    sns.set_theme(style="whitegrid", context="paper")
-    if summary.empty:
-        return _note(note, "Governors under cross-validation (training workloads)", simulated)
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4))
-    for ax, col in zip(axes, ("mean_regret_pct", "mean_saving_pct"), strict=True):
-        sns.barplot(data=summary, x="policy", y=col, hue="scheme", ax=ax)
-        ax.set_ylabel(METRIC_LABELS.get(col.replace("mean_", ""), col))
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=30, labelsize=7)
-        handles, labels = ax.get_legend_handles_labels()
-        ax.get_legend().remove()
-    # one legend outside the axes: inside, it would hide the bars that reach the top
-    fig.legend(handles, labels, title="held out", fontsize=7, title_fontsize=7,
-               loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return _finish(fig, "Governors under cross-validation (training workloads)", simulated)

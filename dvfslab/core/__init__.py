@@ -13,6 +13,7 @@ from dvfslab.core.files import (
     utc_now,
 )
 from dvfslab.core.levels import UnsupportedFrequencyError, check_level, format_mhz, snap_mhz
+from dvfslab.core.summaryfile import load_summary
 
 __all__ = [
     "DvfsError",
@@ -25,6 +26,7 @@ __all__ = [
     "file_lock",
     "format_mhz",
     "jsonable",
+    "load_summary",
     "snap_mhz",
     "utc_now",
 ]

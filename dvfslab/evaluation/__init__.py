@@ -10,6 +10,10 @@ governor on the same CV folds), :mod:`~dvfslab.evaluation.selection` (which clas
 the optimal level: LOOCV / leave-one-model-out), :mod:`~dvfslab.evaluation.recommend` (the
 governor to use), :mod:`~dvfslab.evaluation.limits` (a slowdown limit and its cost),
 :mod:`~dvfslab.evaluation.probing` (probing governors: regret split, live on a board),
-:mod:`~dvfslab.evaluation.findings` (the twin's findings beside the paper's).
+:mod:`~dvfslab.evaluation.findings` (the twin's findings beside the paper's),
+:mod:`~dvfslab.evaluation.failures` (a governor that fails badly on a dataset, named with why),
+:mod:`~dvfslab.evaluation.recipe` (the evaluation recipe in one function, ``evaluate_dataset``:
+notebook 04, the benchmarks and the twin's ensemble call it) and
+:mod:`~dvfslab.evaluation.recipe_text` (its words and tables, as notebook 04 shows them).
 Definitions: docs/method.md.
 """

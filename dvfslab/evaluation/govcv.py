@@ -95,11 +95,39 @@ def cv_folds(rows: pd.DataFrame, schemes: Iterable[str]) -> Iterable[tuple[str, 
             yield scheme, list(rows["workload_id"].iloc[test]), groups[test[0]]
 
 
+#: the yardsticks' rows (the baseline is named from the dataset: maxn, max-clock, max-limit)
+YARDSTICKS = ("maxn", "max-clock", "max-limit", "oracle")
+
+
+def governor_family(name: str) -> str:
+    """The family a figure colours a policy by: ``yardstick`` (the baseline, the oracle), ``fixed
+    level`` (FFG), ``probes the job`` (the registry's probing governors), ``from the features``
+    (every other registered governor: the trees, the curve model); ``other`` for a name the
+    registry does not hold."""
+    from dvfslab.governors.errors import GovernorError
+    from dvfslab.governors.registry import governor_class
+
+    if name in YARDSTICKS:
+        return "yardstick"
+    if name == "ffg":
+        return "fixed level"
+    try:
+        cls = governor_class(name)
+    except GovernorError:
+        return "other"
+    return "probes the job" if cls.tags.probes else "from the features"
+
+
+def with_family(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (with a ``policy`` column) with ``family`` (:func:`governor_family`) beside it."""
+    return frame.assign(family=frame["policy"].astype(str).map(governor_family))
+
+
 def pareto_points(summary: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
     """Mean energy and time relative to the baseline per row of a :func:`dvfslab.evaluation.replay.summarize`
-    frame (for an energy-vs-time plot), the ``keep`` columns, and ``pareto``: no other row is
-    both faster and cheaper."""
-    pts = summary[["policy", *keep]].copy()
+    frame (for an energy-vs-time plot), the ``keep`` columns, ``family`` (:func:`governor_family`:
+    the figure's colour) and ``pareto``: no other row is both faster and cheaper."""
+    pts = with_family(summary[["policy", *keep]].copy())
     pts["energy_rel"] = 1.0 - summary["mean_saving_pct"].to_numpy() / 100.0
     pts["time_rel"] = 1.0 + summary["mean_slowdown_pct"].to_numpy() / 100.0
     e, t = pts["energy_rel"].to_numpy(), pts["time_rel"].to_numpy()

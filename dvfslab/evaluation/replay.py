@@ -294,6 +294,16 @@ def intervals(per_workload: pd.DataFrame, fallback: str = "ffg", seed: int = 0) 
     return pd.DataFrame(out)
 
 
+def mean_interval(values: pd.Series, groups: pd.Series, seed: int = 0) -> tuple[float, list[float] | None]:
+    """The mean of ``values`` (NaN left out) and its 90 % bootstrap interval over ``groups`` (each
+    group's sum and count resampled together, as :func:`intervals` does; None: fewer than 2 groups)."""
+    ok = values.notna()
+    g = values[ok].groupby(groups[ok])
+    sums, counts = g.sum().to_numpy(float), g.count().to_numpy(float)
+    ci, point = _interval(sums, counts, _mean_stat(sums, counts), seed)
+    return point, ci
+
+
 def _mean_stat(sums: np.ndarray, counts: np.ndarray) -> Any:
     def stat(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         return sums[idx].sum(axis=axis) / counts[idx].sum(axis=axis)

@@ -34,12 +34,13 @@ either within the slowdown limit when one is given — the selectors the pipelin
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.summaryfile import load_summary
 from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, get_knob
 from dvfslab.governors.base import Governor
 from dvfslab.governors.errors import GovernorError
@@ -65,12 +66,12 @@ def recommended_policy(run: str | os.PathLike) -> str:
     """``recommended.policy`` of ``RUN/summary.json``."""
     path = Path(run) / "summary.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = load_summary(path)
     except FileNotFoundError:
         raise GovernorError(f"{path} not found: --policy recommended needs --model RUN/, the output folder of "
                             "`dvfslab pipeline --out RUN`") from None
-    except (OSError, json.JSONDecodeError) as err:
-        raise GovernorError(f"{path}: not readable as JSON ({err}); rerun `dvfslab pipeline`") from None
+    except DvfsError as err:
+        raise GovernorError(str(err)) from None
     policy = (doc.get("recommended") or {}).get("policy") if isinstance(doc, dict) else None
     if not isinstance(policy, str):
         raise GovernorError(f"{path} has no recommended.policy; rerun `dvfslab pipeline` with this dvfslab")

@@ -8,8 +8,9 @@ links into the checkout, copies in an installed wheel).
 """
 
 from dvfslab.pipeline.figures import save_figure
+from dvfslab.pipeline.paths import notebook_paths
 from dvfslab.pipeline.runner import NOTEBOOKS, PipelineError, default_data_dir, run_pipeline
 from dvfslab.pipeline.summary import read_summary, update_summary
 
-__all__ = ["NOTEBOOKS", "PipelineError", "default_data_dir", "read_summary", "run_pipeline",
+__all__ = ["NOTEBOOKS", "PipelineError", "default_data_dir", "notebook_paths", "read_summary", "run_pipeline",
            "save_figure", "update_summary"]

@@ -59,18 +59,19 @@ def mlg_minus_ffg_pts(ds: Dataset, seed: int = 0) -> float:
     """Mean saving of the learned tree minus FFG's on the evaluation workloads (replayed)."""
     from dvfslab.analysis import aggregate as F
     from dvfslab.analysis import features as FT
-    from dvfslab.analysis.training import TrainingData
     from dvfslab.evaluation import replay as E
-    from dvfslab.governors import registry as G
+    from dvfslab.evaluation.recipe import evaluate_dataset
 
     sweep = F.sweep_from_dataset(ds)
     table = FT.feature_table(sweep)
     train_split, eval_split = FT.pick_splits(table)
     train_ids = list(table.loc[table["split"] == train_split, "workload_id"])
-    govs = G.build(["ffg", "mlg"], TrainingData(sweep, table, train_ids),
-                   {"mlg": learned_tree(sweep, table, train_ids, seed)})
-    per = E.replay(govs, sweep, table, sweep.workload_ids(eval_split))
-    return float(E.difference_pts(E.summarize(per), "mlg", "ffg"))
+    # the evaluation recipe, FFG and the learned tree on the evaluation split (no CV: the band
+    # is of the replayed difference)
+    ev = evaluate_dataset(sweep, table, train_ids, sweep.workload_ids(eval_split), names=["ffg", "mlg"],
+                          candidates=[], params={"mlg": learned_tree(sweep, table, train_ids, seed)}, seed=seed,
+                          cv=False, train_split=train_split, eval_split=eval_split)
+    return float(E.difference_pts(ev.overall, "mlg", "ffg"))
 
 
 def member_metrics(ds: Dataset, seed: int = 0) -> dict:
