@@ -69,6 +69,7 @@ class Window:
     measurement: bool = True
     why: str = ""
     n_samples: int = 0
+    late: bool = False  # units that ran at the previous level (queued while the governor was busy)
 
     @property
     def energy_per_unit_j(self) -> float | None:
@@ -216,6 +217,8 @@ class LiveProbe:
         self.interval_s: float | None = None
         self.default_tpu: list[float] = []  # time per unit of the default-clock windows (the time model's reference)
         self._said_silent = False  # a stretch with no progress already logged while waiting
+        self.level_before: float | None = None
+        self.phase_before = "calibration"
         self._partial = (0.0, 0.0, 0.0, 0.0)  # (settle units, read units, read start, last event) of the window running
         if getattr(meter, "stamps_on_arrival", False) and feed.clock is None:
             feed.clock = meter.now
@@ -257,10 +260,19 @@ class LiveProbe:
         ``t_change + settle_s`` (queued while the clock switched, or run during the settle) and
         the unit the settle ends in; returns the units skipped."""
         end = t_change + self.settle_s
-        skipped = 0.0
+        skipped = late = 0.0
         self._partial = (0.0, 0.0, 0.0, 0.0)
         while True:
             delta, stalled, stamp = self._next()
+            if stamp < t_change and not stalled:  # ran before the lock: at the level before
+                late += delta
+                continue
+            if late:
+                self.on_window(Window(self.phase_before, self.level_before, units=late, t_end_s=t_change,
+                                      measurement=False, late=True,
+                                      why=f"{late:g} {self.unit}(s) reported before the lock ran at the level before "
+                                          "(queued while the governor decided): charged there, not read"))
+                late = 0.0
             skipped += delta
             self._partial = (skipped, 0.0, 0.0, 0.0)
             if stalled and self._said_silent:
@@ -358,6 +370,7 @@ class LiveProbe:
         """One window at ``level``: the settle (after a change), then a read of the rest of
         ``units`` (at least one unit and :meth:`min_read_s`); a read whose time per unit is
         impossible is logged as not a measurement and read again (at most ``MAX_REREADS`` times)."""
+        self.level_before = self.level
         changed = self.set_level(level)
         t_change = self.meter.now()
         try:
@@ -384,6 +397,7 @@ class LiveProbe:
         w.units = settle + w.read_units
         if level is None and w.measurement:
             self.default_tpu.append(w.time_s / w.read_units)
+        self.phase_before = phase
         self.on_window(w)
         return w
 

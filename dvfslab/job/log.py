@@ -98,8 +98,9 @@ def _mean(xs: Sequence[float]) -> float:
 def job_windows(lines: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float]]:
     """``(units, energy_per_unit_j, time_per_unit_s)`` of every stretch of the job the log saw:
     each measured window (calibration, baseline, probe, hold: its units, settle included, at its
-    read figures), and each window found impossible (read again) at the mean measured figures of
-    its level (module doc)."""
+    read figures), and each stretch that was not read — a window found impossible (read again),
+    units that ran at the level before a lock (queued while the governor decided), a settle the
+    job ended in — at the mean measured figures of its level (module doc)."""
     measured = [r for r in lines if r.get("phase") in JOB_PHASES and r.get("measurement")
                 and r.get("energy_per_unit_j") is not None and r.get("time_per_unit_s") is not None]
     out = [(float(r["units"]), float(r["energy_per_unit_j"]), float(r["time_per_unit_s"])) for r in measured]
@@ -183,7 +184,8 @@ def summary(lines: Sequence[Mapping[str, Any]], *, policy: str, chosen_level: fl
     base = per_unit(lines, "baseline") + per_unit(lines, "calibration")
     pct, ci, ci_note = saving(held, base)
     skipped = sum(1 for r in lines if r.get("measurement") is False)
-    impossible = sum(1 for r in lines if r.get("measurement") is False and r.get("phase") in JOB_PHASES)
+    impossible = sum(1 for r in lines if r.get("measurement") is False and r.get("phase") in JOB_PHASES
+                     and not r.get("late") and "ended" not in str(r.get("why", "")))
     from dvfslab.job.checks import window_noise
 
     sigma, ref_units, n_noise = window_noise([r for r in lines if r.get("phase") in JOB_PHASES])
