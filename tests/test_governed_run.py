@@ -19,13 +19,18 @@ import time
 
 import pytest
 
-from dvfslab.governors.registry import make
 from dvfslab.governors.static import FixedGovernor
 from dvfslab.job.board import JobBoard
 from dvfslab.job.checks import window_noise
 from dvfslab.job.log import JobLog
 from dvfslab.job.policy import job_governor
-from dvfslab.job.progress import LineProgress, ProgressFeed, PrometheusProgress, job_units_from, sum_samples
+from dvfslab.job.progress import (
+    LineProgress,
+    ProgressFeed,
+    PrometheusProgress,
+    job_units_from,
+    sum_samples,
+)
 from dvfslab.job.replay import ReplayCell, govern_replay, per_sample_sigma
 from dvfslab.job.runner import GovernedRun
 from dvfslab.measure.windows import SENSOR_SAMPLES
