@@ -207,11 +207,13 @@ class LoopBoard:
             self.handled_units = total
             self.cond.notify_all()
 
-    def step(self, k):
+    def step(self, k, free=False):
+        """Run unit ``k`` (``free``: it reports in no time, as a burst of queued lines would)."""
         with self.cond:
             assert self.cond.wait_for(lambda: self.handled_units >= k - 1, timeout=60), "the run never handled"
         t, e = CELL.at(self.level)
-        self.t, self.e = self.t + t, self.e + e
+        if not free:
+            self.t, self.e = self.t + t, self.e + e
 
     def job_board(self):
         board = self
@@ -251,6 +253,28 @@ def test_a_python_loop_governed_from_a_notebook():
             run.report(k)
     assert run.result["job_saving_pct"] == pytest.approx(24.1525, abs=1e-4)
     assert run.result["job_units"] == 60 and b.level is None
+
+
+def test_an_impossible_window_is_logged_and_read_again():
+    """FFG at 600 as above, but units 40-45 report in no time (a burst). The hold windows at 600
+    begin at unit 23 (settle 23-24, read 25-30), then 31-38, then 39-...: that window reads 39 and
+    the 6 free units, and keeps reading until 0.625 s have passed (units 46-48, 4 x 0.1875 s):
+    10 units in 0.75 s = 75 ms a unit. Against the default's 125 ms at 800, t = a + b/f allows at
+    600 no less than 125 ms x (1 - 4 x 5 %) = 100 ms: impossible, logged with why, and read again
+    (units 49-56, 187.5 ms). The whole job charges the discarded window's 10 units at 600's
+    mean: 21 x 1.0 + 38 x 0.625 = 44.75 J again."""
+    b = LoopBoard()
+    with GovernedRun(FixedGovernor(level=600).fit(), b.job_board(), job_units=60) as run:
+        for k in range(1, 61):
+            b.step(k, free=40 <= k <= 45)
+            run.report(k)
+    bad = [r for r in run.log.lines if r.get("phase") == "hold" and r.get("measurement") is False]
+    assert len(bad) == 1 and bad[0]["why"].startswith("impossible window") and bad[0]["units"] == 10
+    assert bad[0]["time_s"] == pytest.approx(0.75) and "outside [100, " in bad[0]["why"]
+    held = [r for r in run.log.lines if r.get("phase") == "hold" and r.get("measurement")]
+    assert all(r["time_per_unit_s"] == pytest.approx(0.1875) for r in held)
+    assert run.result["impossible_windows"] == 1
+    assert run.result["job_energy_j"] == pytest.approx(44.75, abs=1e-9)
 
 
 # -- windows through a real pipe ------------------------------------------------------------------
