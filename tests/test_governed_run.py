@@ -376,3 +376,74 @@ def test_windows_through_a_real_pipe_read_the_hand_step_time(tmp_path):
             continue  # a last window cut short by the job's end
         assert w["time_per_unit_s"] == pytest.approx(step_s(w["level"]), rel=0.10), w
         assert w["time_s"] >= SENSOR_SAMPLES * 0.04 - 1e-9  # it read at least 5 sensor samples' time
+
+
+# -- the command line ---------------------------------------------------------------------------
+def _govern(*argv, timeout=300):
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "dvfslab", "govern", *map(str, argv)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _whole_job_from_log(path):
+    """The whole-job saving from every window line of a log, read here: each window's units at its
+    read energy per unit; a window that is not a measurement (late units, an impossible window, a
+    settle the job ended in) at the mean of the measured windows at its level; against the mean
+    energy per unit of the default-clock windows."""
+    import json
+
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    phases = ("calibration", "baseline", "probe", "hold")
+    win = [r for r in rows if r.get("phase") in phases]
+    measured = [r for r in win if r["measurement"]]
+    mean_at = {}
+    for r in measured:
+        mean_at.setdefault(r["level"], []).append(r["energy_per_unit_j"])
+    units = energy = 0.0
+    for r in win:
+        if r["measurement"]:
+            units, energy = units + r["units"], energy + r["units"] * r["energy_per_unit_j"]
+        elif r["units"] and r["level"] in mean_at:
+            e = mean_at[r["level"]]
+            units, energy = units + r["units"], energy + r["units"] * sum(e) / len(e)
+    base = [r["energy_per_unit_j"] for r in measured if r["phase"] in ("calibration", "baseline")]
+    return 100 * (1 - energy / (units * sum(base) / len(base))), rows
+
+
+@pytest.mark.slow
+def test_a_60_step_hf_job_on_the_simulated_board_plans_for_60_and_accounts_every_window(tmp_path):
+    """The issue's acceptance run: a 60-step job printing the Trainer's tqdm bar ``k/60`` under
+    ``--policy voi --backend sim``: the plan line says 60 (from the bar), and the logged whole-job
+    saving is the one read from every window of the log."""
+    job = ("import sys\nfor k in range(1, 61):\n"
+           "    sys.stderr.write(f'\\r{100 * k // 60:3d}%|##  | {k}/60 [00:01<00:02,  9.00it/s]')\n"
+           "    sys.stderr.flush()\n")
+    log = tmp_path / "sim.jsonl"
+    r = _govern("--backend", "sim", "--policy", "voi", "--progress", "hf", "--log", log, "--", sys.executable, "-c", job)
+    assert r.returncode == 0, r.stderr
+    pct, rows = _whole_job_from_log(log)
+    s = rows[-1]
+    plan = next(x for x in rows if x.get("event") == "plan")
+    assert plan["job_units"] == 60 and "60" in plan["source"] and s["job_units"] == 60
+    assert s["simulated"] and "SIMULATED" in r.stderr
+    assert s["job_saving_pct"] == pytest.approx(pct, abs=1e-9)
+    assert f"saving {s['job_saving_pct']:.2f} %" in r.stderr and "whole job vs the default clock" in r.stderr
+
+
+def test_the_replay_backend_runs_a_dataset_workload_through_the_same_runner(tmp_path):
+    """``--backend replay:DATASET --workload W`` with no command: the replay board makes the
+    progress; its summary is the log's, and its length (500) is what the governor planned with."""
+    log = tmp_path / "replay.jsonl"
+    r = _govern("--backend", "replay:data/replay", "--workload", "bert-small/sst2", "--policy", "search",
+                "--replay-units", 500, "--noise", 0.01, "--log", log)
+    assert r.returncode == 0, r.stderr
+    pct, rows = _whole_job_from_log(log)
+    s = rows[-1]
+    assert s["job_units"] == 500 and s["probes"] >= 2 and s["chosen_level"] is not None
+    assert s["job_units_seen"] == 499  # every unit but the start-up one
+    assert s["job_saving_pct"] == pytest.approx(pct, abs=1e-9)
+    assert "reading noise 1 % a sample (given)" in r.stderr
+    bad = _govern("--backend", "replay:data/replay", "--policy", "search")
+    assert bad.returncode != 0 and "add --workload ID" in bad.stderr and "Traceback" not in bad.stderr

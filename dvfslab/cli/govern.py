@@ -109,7 +109,8 @@ def register(sub) -> None:
     r = p.add_argument_group("the replay board (--backend replay:DATASET)")
     r.add_argument("--workload", metavar="ID", help="the dataset's workload to replay")
     r.add_argument("--replay-units", type=float, default=1000.0, metavar="N",
-                   help="units the replayed job runs (default 1000; --job-units sets it too)")
+                   help="units the replayed job runs (default 1000); its progress states them, as a bar's N/M "
+                        "would (--job-units tells the governor another length)")
     r.add_argument("--noise", type=float, metavar="CV",
                    help="reading noise of one sensor sample, a fraction (default: the sensor's stated prior, "
                         "0.02 for a Jetson's INA3221, 0.05 for NVML; docs/governors.md)")
@@ -275,7 +276,7 @@ def _replay_board(args, say):
     sensor = "nvml" if "nvml" in str(cell.meta.get("device", "")).lower() or cell.meta.get("power_limit_table_w") \
         else "ina3221"
     sigma = args.noise if args.noise is not None else SENSOR_NOISE_PRIOR[sensor]
-    units = args.job_units or args.replay_units
+    units = args.replay_units
     say(f"--backend {args.backend}: {args.workload} replayed on a virtual clock ({'SIMULATED' if cell.simulated else 'measured'} "
         f"figures), {units:g} {cell.unit}s, sensor {interval:g} s a sample, reading noise {100 * sigma:.3g} % a sample "
         + ("(given)" if args.noise is not None else f"(the {sensor} prior, an assumption)"))
@@ -297,8 +298,10 @@ def _run_governed(args, gov, source) -> int:
 
     feats = workload_features(args)
     board = _board(args, feats, say)
+    # the replay board's progress states its length (as a bar's N/M would); --job-units overrides it
+    job_units = args.job_units if args.job_units or not replay else board.feed.board.job_units
     run = GovernedRun(gov, board, workload=feats, feed=None if replay else feed, log=args.log,
-                      job_units=args.job_units, baseline_windows=args.baseline_windows, stall_s=args.stall_s, say=say)
+                      job_units=job_units, baseline_windows=args.baseline_windows, stall_s=args.stall_s, say=say)
     try:
         if replay:
             if cmd:
