@@ -53,47 +53,47 @@ def test_one_sensor_sample_figure_for_the_replay_and_the_live_window():
 def test_a_search_session_on_the_replay_board_costs_the_hand_figure_to_the_joule():
     """``search`` (no prior: it starts at the middle of the 3 levels) on the replay board, 100 units.
 
-    tau = 0.125 s, interval 0.125 s, settle 0.25 s: a window is 5 read + (floor(0.25/0.125) + 1 =
-    3) settle = 8 units. Unit 1 is start-up; the calibration reads units 2-6 (5 units, 0.625 s =
-    5 samples); two baseline windows of 8 units (no change of level: no settle). 22 units at the
-    default so far.
-    Probe 600 (8 units asked): the settle skips the units whose progress comes before 0.25 s after
-    the lock: 0.1875 (< 0.25) and 0.375 (the unit the settle ends in) = 2 units; then 6 read (1.125 s
-    >= 0.625 s): 8 units. Probe 400: 0.25 s ends the settle: 1 skipped + 7 read = 8 units. 400
-    costs more: probe 800: 0.125, 0.25: 2 skipped + 6 read = 8 units. 600 is the least of the
-    three: held for the 100 - 46 = 54 units left.
-    True energy: 22 x 1.0 + 8 x 1.0 (800) + 8 x 0.8 (400) + (8 + 54) x 0.625 (600)
-               = 22 + 8 + 6.4 + 38.75 = 75.15 J; time: 30 x 0.125 + 8 x 0.25 + 62 x 0.1875 = 17.375 s."""
+    tau = 0.125 s, interval 0.125 s, settle 0.25 s: the model's window is 5 read + (floor(0.25 /
+    0.125) + 1 = 3) settle = 8 units; a window reads by time, at least 5 x 0.125 = 0.625 s.
+    Unit 1 is start-up; the calibration reads units 2-6 (5 units, 0.625 s); two baseline windows
+    of 5 units (no change of level: no settle). 16 units at the default so far.
+    Probe 600: the settle skips the units whose progress comes before 0.25 s after the lock:
+    0.1875 (< 0.25) and 0.375 (the unit the settle ends in) = 2 units; then 4 read (0.75 s >=
+    0.625 s; 3 would be 0.5625 s): 6 units. Probe 400: 0.25 s ends the settle: 1 skipped + 3 read
+    (0.75 s) = 4 units. 400 costs more: probe 800: 0.125, 0.25: 2 skipped + 5 read = 7 units. 600
+    is the least of the three: held for the 100 - 33 = 67 units left.
+    True energy: 16 x 1.0 + 7 x 1.0 (800) + 4 x 0.8 (400) + (6 + 67) x 0.625 (600)
+               = 16 + 7 + 3.2 + 45.625 = 71.825 J; time: 23 x 0.125 + 4 x 0.25 + 73 x 0.1875 = 17.5625 s."""
     sigma = 0.02  # a sample; 5 samples a window: 0.9 % a reading, 28 of them below the 25 % gap 600 -> 800
     s = govern_replay(job_governor("search"), CELL, 100, seed=7, sigma_sample=sigma, interval_s=INTERVAL_S,
                       settle_s=SETTLE_S)
     assert s["chosen_level"] == 600.0 and s["probes"] == 3
-    assert s["true_units_at"] == {"default": 22.0, "600": 62.0, "400": 8.0, "800": 8.0}
-    assert s["true_energy_j"] == pytest.approx(75.15, abs=1e-9)
-    assert s["true_time_s"] == pytest.approx(17.375, abs=1e-9)
+    assert s["true_units_at"] == {"default": 16.0, "600": 73.0, "400": 4.0, "800": 7.0}
+    assert s["true_energy_j"] == pytest.approx(71.825, abs=1e-9)
+    assert s["true_time_s"] == pytest.approx(17.5625, abs=1e-9)
     # the log's own account of the job (every window; unit 1, start-up, is in none: 99 units) reads
-    # the true 75.15 - 1.0 = 74.15 J through the noise: each reading's CV is 0.02 / sqrt(n >= 5),
+    # the true 71.825 - 1.0 = 70.825 J through the noise: each reading's CV is 0.02 / sqrt(n >= 5),
     # so the sum is within 4 x 0.9 % of it
     assert s["job_units_seen"] == 99.0
-    assert s["job_energy_j"] == pytest.approx(74.15, rel=4 * sigma / 5 ** 0.5)
-    assert s["job_units"] == 100.0 and s["plan_job_units"] == 100.0 - 22.0
+    assert s["job_energy_j"] == pytest.approx(70.825, rel=4 * sigma / 5 ** 0.5)
+    assert s["job_units"] == 100.0 and s["plan_job_units"] == 100.0 - 16.0
 
 
 def test_a_static_governor_gets_the_whole_job_summary_by_hand(tmp_path):
     """FFG at 600 on the replay board, no noise, 60 units: start-up 1, calibration 5, baselines
-    2 x 8 at the default (22 units); then hold 600: the first window settles 2 units and reads 6,
-    the next ones read 8, 8, 8, 8 and the job ends 6 units into the last (38 units at 600).
-    Whole job over the 59 units in windows: energy 21 x 1.0 + 38 x 0.625 = 44.75 J, against the
-    default's 59 x 1.0 = 59 J: saving 1 - 44.75/59 = 24.1525 %; time 21 x 0.125 + 38 x 0.1875 =
-    9.75 s against 59 x 0.125 = 7.375 s: slowdown 9.75/7.375 - 1 = 32.2034 %. The held level
-    alone: 1 - 0.625 = 37.5 %."""
+    2 x 5 at the default (16 units); then hold 600: the first window settles 2 units and reads 4
+    (0.75 s), the next ones read 4 each (9 of them) and the job ends 2 units into the last (44
+    units at 600). Whole job over the 59 units in windows: energy 15 x 1.0 + 44 x 0.625 = 42.5 J,
+    against the default's 59 x 1.0 = 59 J: saving 1 - 42.5/59 = 27.9661 %; time 15 x 0.125 +
+    44 x 0.1875 = 10.125 s against 59 x 0.125 = 7.375 s: slowdown 10.125/7.375 - 1 = 37.2881 %.
+    The held level alone: 1 - 0.625 = 37.5 %."""
     log = tmp_path / "ffg.jsonl"
     s = govern_replay(FixedGovernor(level=600).fit(), CELL, 60, sigma_sample=0.0, interval_s=INTERVAL_S,
                       settle_s=SETTLE_S, log=str(log))
     assert s["chosen_level"] == 600.0 and s["probes"] == 0
-    assert s["job_units_seen"] == 59.0 and s["job_energy_j"] == pytest.approx(44.75, abs=1e-9)
-    assert s["job_saving_pct"] == pytest.approx(24.1525, abs=1e-4)
-    assert s["job_slowdown_pct"] == pytest.approx(32.2034, abs=1e-4)
+    assert s["job_units_seen"] == 59.0 and s["job_energy_j"] == pytest.approx(42.5, abs=1e-9)
+    assert s["job_saving_pct"] == pytest.approx(27.9661, abs=1e-4)
+    assert s["job_slowdown_pct"] == pytest.approx(37.2881, abs=1e-4)
     assert s["saving_pct"] == pytest.approx(37.5, abs=1e-9)
     lo, hi = s["job_saving_pct_ci"]
     assert lo <= s["job_saving_pct"] <= hi
@@ -117,7 +117,7 @@ def test_voi_s_summary_is_the_sum_over_its_windows(tmp_path):
     assert s["probes"] >= 1 and any(r["phase"] == "probe" for r in win)
     assert units == 399.0  # every unit but the start-up one is in a window
     assert s["job_saving_pct"] == pytest.approx(100 * (1 - energy / (units * sum(base) / len(base))), abs=1e-9)
-    assert s["plan_job_units"] == 400.0 - 22.0
+    assert s["plan_job_units"] == 400.0 - 16.0
 
 
 def test_the_noise_of_hand_written_windows():
@@ -245,24 +245,24 @@ class LoopBoard:
 
 def test_a_python_loop_governed_from_a_notebook():
     """The same FFG-at-600 job as above, its 60 units run by the caller's loop: the same whole-job
-    figures (24.1525 % saving), and the clock given back at the end."""
+    figures (27.9661 % saving), and the clock given back at the end."""
     b = LoopBoard()
     with GovernedRun(FixedGovernor(level=600).fit(), b.job_board(), job_units=60) as run:
         for k in range(1, 61):
             b.step(k)
             run.report(k)
-    assert run.result["job_saving_pct"] == pytest.approx(24.1525, abs=1e-4)
+    assert run.result["job_saving_pct"] == pytest.approx(27.9661, abs=1e-4)
     assert run.result["job_units"] == 60 and b.level is None
 
 
 def test_an_impossible_window_is_logged_and_read_again():
     """FFG at 600 as above, but units 40-45 report in no time (a burst). The hold windows at 600
-    begin at unit 23 (settle 23-24, read 25-30), then 31-38, then 39-...: that window reads 39 and
-    the 6 free units, and keeps reading until 0.625 s have passed (units 46-48, 4 x 0.1875 s):
-    10 units in 0.75 s = 75 ms a unit. Against the default's 125 ms at 800, t = a + b/f allows at
-    600 no less than 125 ms x (1 - 4 x 5 %) = 100 ms: impossible, logged with why, and read again
-    (units 49-56, 187.5 ms). The whole job charges the discarded window's 10 units at 600's
-    mean: 21 x 1.0 + 38 x 0.625 = 44.75 J again."""
+    begin at unit 17 (settle 17-18, read 19-22), then 23-26, 27-30, 31-34, 35-38, then 39-...:
+    that window reads 39 and the 6 free units, and keeps reading until 0.625 s have passed
+    (units 46-48, 4 x 0.1875 s): 10 units in 0.75 s = 75 ms a unit. Against the default's 125 ms
+    at 800, t = a + b/f allows at 600 no less than 125 ms x (1 - 4 x 5 %) = 100 ms: impossible,
+    logged with why, and read again (units 49-52, 187.5 ms). The whole job charges the discarded
+    window's 10 units at 600's mean: 15 x 1.0 + 44 x 0.625 = 42.5 J, as without the burst."""
     b = LoopBoard()
     with GovernedRun(FixedGovernor(level=600).fit(), b.job_board(), job_units=60) as run:
         for k in range(1, 61):
@@ -274,7 +274,7 @@ def test_an_impossible_window_is_logged_and_read_again():
     held = [r for r in run.log.lines if r.get("phase") == "hold" and r.get("measurement")]
     assert all(r["time_per_unit_s"] == pytest.approx(0.1875) for r in held)
     assert run.result["impossible_windows"] == 1
-    assert run.result["job_energy_j"] == pytest.approx(44.75, abs=1e-9)
+    assert run.result["job_energy_j"] == pytest.approx(42.5, abs=1e-9)
 
 
 # -- windows through a real pipe ------------------------------------------------------------------

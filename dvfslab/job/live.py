@@ -367,8 +367,9 @@ class LiveProbe:
         return w.time_per_unit_s * units, w.energy_per_unit_j * units
 
     def window(self, level: float | None, units: float, phase: str) -> Window:
-        """One window at ``level``: the settle (after a change), then a read of the rest of
-        ``units`` (at least one unit and :meth:`min_read_s`); a read whose time per unit is
+        """One window at ``level``: the settle (after a change), then a read of at least one unit
+        and :meth:`min_read_s` (the rest of ``units`` when the governor asks for more than the
+        probe model's window at the level); a read whose time per unit is
         impossible is logged as not a measurement and read again (at most ``MAX_REREADS`` times)."""
         self.level_before = self.level
         changed = self.set_level(level)
@@ -378,7 +379,10 @@ class LiveProbe:
         except JobEnded:
             self._ended_in(phase, level, 0.0)
             raise
-        read = max(float(units) - settle, 1.0)
+        # a window the probe model sizes reads by time (>= READ_SAMPLES sensor intervals), as the
+        # replay charges it; a longer one the governor asks for reads its units
+        minimal = self.model is None or float(units) <= self.model.window(level) + 1e-9
+        read = 1.0 if minimal else max(float(units) - settle, 1.0)
         for attempt in range(MAX_REREADS + 1):
             try:
                 w = self._read(read, phase, level, self.min_read_s())
