@@ -73,7 +73,7 @@ def saving(held: Sequence[float], base: Sequence[float], *, seed: int = 0
     point = 100.0 * (1.0 - _mean(held) / _mean(base))
     if len(held) < 2 or len(base) < 2:
         return point, None, f"{len(held)} held and {len(base)} baseline window(s): an interval needs two of each"
-    if len(set(held)) == 1 and len(set(base)) == 1:
+    if _same(held) and _same(base):
         return point, [point, point], "every window of each group read the same energy per unit"
     import numpy as np
 
@@ -93,6 +93,11 @@ def saving(held: Sequence[float], base: Sequence[float], *, seed: int = 0
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
+
+
+def _same(xs: Sequence[float]) -> bool:
+    """Every value the same but for rounding (1e-12 relative): a bootstrap has nothing to resample."""
+    return max(xs) - min(xs) <= 1e-12 * max(abs(x) for x in xs)
 
 
 def job_windows(lines: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float]]:
@@ -162,11 +167,11 @@ def whole_job(lines: Sequence[Mapping[str, Any]], *, seed: int = 0) -> dict[str,
                         method="percentile", random_state=seed)
         return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
 
-    if len(set(ue)) == 1 and len(set(eb)) == 1:
+    if _same([x[1] for x in job]) and _same(eb):
         out["job_saving_pct_ci"] = [out["job_saving_pct"]] * 2
     else:
         out["job_saving_pct_ci"] = interval(UE, EB, 1.0)
-    if len(set(ut)) == 1 and len(set(tb)) == 1:
+    if _same([x[2] for x in job]) and _same(tb):
         out["job_slowdown_pct_ci"] = [out["job_slowdown_pct"]] * 2
     else:
         out["job_slowdown_pct_ci"] = interval(UT, TB, -1.0)
