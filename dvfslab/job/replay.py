@@ -8,8 +8,9 @@ default's (the dataset's baseline policy). The :class:`ReplayBoard` makes the jo
 itself (its :class:`ReplayFeed` runs one unit at the locked level each time the runner waits for
 progress, and ends after ``job_units``), keeps the job's true time and energy, and reads a
 window's energy through a power sensor sampled every ``interval_s`` of virtual time: each sample
-carries multiplicative noise of coefficient of variation ``sigma_sample``, so a window of ``n``
-samples reads its true energy times ``1 + mean of n draws`` (a CV of ``sigma_sample / sqrt(n)``).
+carries a standard normal draw, and a window of ``n`` samples reads its true energy times a
+log-normal factor of mean 1 and coefficient of variation ``sigma_sample / sqrt(n)`` driven by the
+mean of its ``n`` draws (never negative, as the replay's probes read, :mod:`dvfslab.analysis.steps`).
 Time is read exactly (the progress events' times).
 
 **Noise, a caller's argument** (this layer does not import the evaluation's estimators). The
@@ -122,8 +123,13 @@ class ReplayMeter:
         dt, de = self.board.time_s - self._t0, self.board.energy_j - self._e0
         n = max(1, int(math.floor(dt / self.board.interval_s + 1e-9)))
         sigma = self.board.sigma_sample
-        noise = sum(self.board.rng.gauss(0.0, sigma) for _ in range(n)) / n if sigma > 0 else 0.0
-        return dt, de * (1.0 + noise), n
+        if sigma <= 0:
+            return dt, de, n
+        # n samples' draws, their mean a N(0, sigma / sqrt(n)); read as a log-normal factor of that CV
+        # (mean 1, never negative), as the replay's probes read (dvfslab.analysis.steps)
+        z = sum(self.board.rng.gauss(0.0, 1.0) for _ in range(n)) / math.sqrt(n)
+        s = math.sqrt(math.log1p(sigma * sigma / n))
+        return dt, de * math.exp(s * z - s * s / 2.0), n
 
     def close(self) -> None:
         pass
