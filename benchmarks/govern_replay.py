@@ -31,7 +31,12 @@ from dvfslab.analysis.steps import StepSource
 from dvfslab.data.contract import load_dataset
 from dvfslab.evaluation.probes import SENSOR_SAMPLES, kind_of, noise_estimate, sensor_interval_s
 from dvfslab.job.policy import job_governor
-from dvfslab.job.replay import SENSOR_NOISE_PRIOR, cell_from_dataset, govern_replay, per_sample_sigma
+from dvfslab.job.replay import (
+    SENSOR_NOISE_PRIOR,
+    cell_from_dataset,
+    govern_replay,
+    per_sample_sigma,
+)
 
 
 def main() -> None:
