@@ -131,6 +131,14 @@ def test_the_noise_of_hand_written_windows():
     cv, ref, n = window_noise(w)
     assert cv == pytest.approx(0.0904344, abs=1e-6) and ref == 6 and n == 5
     assert window_noise(w[-1:]) == (None, None, 1)
+    # the residuals the whole job's interval redraws the baseline with: default windows reading
+    # 1.0, 1.1, 0.9 J over 4 s each: deviations 0, +0.1, -0.1 of their mean, times sqrt(3/2) (the
+    # mean's share) and sqrt(4 s): 0, +-0.244949
+    from dvfslab.job.log import residuals
+
+    rows = [{"phase": "baseline", "level": None, "energy_per_unit_j": e, "time_s": 4.0, "measurement": True}
+            for e in (1.0, 1.1, 0.9)]
+    assert residuals(rows) == pytest.approx([0.0, 0.244949, -0.244949], abs=1e-6)
     # the replay board's per-sample noise for a reading CV of 1 % over 8 units of 0.125 s with a
     # 0.25 s sensor: 4 samples, so 1 % x sqrt(4) = 2 % a sample
     assert per_sample_sigma(0.01, 8, 0.125, 0.25) == pytest.approx(0.02)

@@ -53,6 +53,9 @@ def _plain(x: Any) -> Any:
     return float(x) if hasattr(x, "__float__") else str(x)
 
 
+#: repeated windows' residuals needed to redraw the baseline's noise from them (else the groups are resampled)
+MIN_RESIDUALS = 8
+N_RESAMPLES = 2000
 #: the phases of windows that ran the job (a no-progress stretch is none)
 JOB_PHASES = ("calibration", "baseline", "probe", "hold")
 
@@ -156,27 +159,67 @@ def whole_job(lines: Sequence[Mapping[str, Any]], *, seed: int = 0) -> dict[str,
     U, UE, UT = np.asarray(u), np.asarray(ue), np.asarray(ut)
     EB, TB = np.asarray(eb), np.asarray(tb)
 
-    def interval(per_unit, base_vals, sign):
-        def stat(i, j, axis=-1):
-            i, j = i.astype(int), j.astype(int)
-            ratio = per_unit[i].sum(axis=axis) / (U[i].sum(axis=axis) * base_vals[j].mean(axis=axis))
-            return 100.0 * sign * (1.0 - ratio)
+    bt = np.asarray([float(r["time_s"]) for r in base])
+    rng = np.random.default_rng(seed)
 
-        idx = (np.arange(len(U), dtype=float), np.arange(len(base_vals), dtype=float))
-        res = bootstrap(idx, stat, vectorized=True, paired=False, confidence_level=0.95, n_resamples=2000,
-                        method="percentile", random_state=seed)
-        return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    def interval(per_unit, base_vals, sign, key):
+        resid = residuals(lines, key)
+        if len(resid) < MIN_RESIDUALS:  # too few repeated windows to read the noise: resample the groups
+            def stat(i, j, axis=-1):
+                i, j = i.astype(int), j.astype(int)
+                ratio = per_unit[i].sum(axis=axis) / (U[i].sum(axis=axis) * base_vals[j].mean(axis=axis))
+                return 100.0 * sign * (1.0 - ratio)
 
+            idx = (np.arange(len(U), dtype=float), np.arange(len(base_vals), dtype=float))
+            res = bootstrap(idx, stat, vectorized=True, paired=False, confidence_level=0.95, n_resamples=2000,
+                            method="percentile", random_state=seed)
+            return [float(res.confidence_interval.low), float(res.confidence_interval.high)], "groups"
+        i = rng.integers(0, len(U), (N_RESAMPLES, len(U)))
+        ratio_job = per_unit[i].sum(axis=1) / U[i].sum(axis=1)
+        d = rng.choice(np.asarray(resid), (N_RESAMPLES, len(base_vals))) / np.sqrt(bt)
+        base_mean = base_vals.mean() * (1.0 + d).mean(axis=1)
+        stat = 100.0 * sign * (1.0 - ratio_job / base_mean)
+        return [float(np.percentile(stat, 2.5)), float(np.percentile(stat, 97.5))], "residuals"
+
+    how = set()
     if _same([x[1] for x in job]) and _same(eb):
         out["job_saving_pct_ci"] = [out["job_saving_pct"]] * 2
     else:
-        out["job_saving_pct_ci"] = interval(UE, EB, 1.0)
+        out["job_saving_pct_ci"], h = interval(UE, EB, 1.0, "energy_per_unit_j")
+        how.add(h)
     if _same([x[2] for x in job]) and _same(tb):
         out["job_slowdown_pct_ci"] = [out["job_slowdown_pct"]] * 2
     else:
-        out["job_slowdown_pct_ci"] = interval(UT, TB, -1.0)
-    out["job_ci_note"] = ("95 % percentile bootstrap over windows (scipy.stats.bootstrap; the job's windows and "
-                          "the default-clock windows resampled independently)")
+        out["job_slowdown_pct_ci"], h = interval(UT, TB, -1.0, "time_per_unit_s")
+        how.add(h)
+    if "residuals" in how:
+        out["job_ci_note"] = ("95 % percentile bootstrap: the job's windows resampled, the default-clock windows' mean "
+                              "redrawn with the reading noise of every repeated window of this job (its relative "
+                              "residuals, scaled as 1/sqrt(time read))")
+    else:
+        out["job_ci_note"] = ("95 % percentile bootstrap over windows (scipy.stats.bootstrap; the job's windows and "
+                              "the default-clock windows resampled independently)")
+    return out
+
+
+def residuals(lines: Sequence[Mapping[str, Any]], key: str = "energy_per_unit_j") -> list[float]:
+    """The reading noise of a job's repeated windows as residuals over one second read: each
+    measured window's relative deviation from its level's mean (levels with two windows or more),
+    times ``sqrt(n / (n - 1))`` (a group's mean takes a share of its own scatter) and
+    ``sqrt(time_s)`` (a reading's noise shrinks as 1/sqrt(the time it reads: its sensor samples))."""
+    by_level: dict[Any, list[tuple[float, float]]] = {}
+    for r in lines:
+        if (r.get("phase") in JOB_PHASES and r.get("measurement") and r.get(key) is not None
+                and r.get("time_s")):
+            lv = "default" if r.get("phase") in ("calibration", "baseline") else r.get("level")
+            by_level.setdefault(lv, []).append((float(r[key]), float(r["time_s"])))
+    out = []
+    for g in by_level.values():
+        if len(g) < 2:
+            continue
+        m = _mean([v for v, _ in g])
+        k = math.sqrt(len(g) / (len(g) - 1))
+        out.extend((v / m - 1.0) * k * math.sqrt(t) for v, t in g)
     return out
 
 
