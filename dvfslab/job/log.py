@@ -127,8 +127,9 @@ def whole_job(lines: Sequence[Mapping[str, Any]], *, seed: int = 0) -> dict[str,
     """The whole job against the default clock (module doc): ``job_saving_pct`` =
     ``100 (1 - sum(u e) / (sum(u) e_base))``, ``job_slowdown_pct`` = ``100 (sum(u t) / (sum(u)
     t_base) - 1)``, ``e_base`` / ``t_base`` the mean per-unit figures of the default-clock windows;
-    each with a 95 % percentile bootstrap interval (``scipy.stats.bootstrap``: the job's windows
-    and the default-clock windows resampled independently)."""
+    each with a 95 % percentile bootstrap interval: the job's windows resampled, the default
+    windows' mean redrawn with the job's own reading noise (:func:`residuals`, when there are
+    :data:`MIN_RESIDUALS`; else ``scipy.stats.bootstrap`` resampling both groups)."""
     job = job_windows(lines)
     base = [r for r in lines if r.get("phase") in ("calibration", "baseline") and r.get("measurement")
             and r.get("energy_per_unit_j") is not None and r.get("time_per_unit_s") is not None]
