@@ -55,7 +55,7 @@ def _plain(x: Any) -> Any:
 
 #: repeated windows' residuals needed to redraw the baseline's noise from them (else the groups are resampled)
 MIN_RESIDUALS = 8
-N_RESAMPLES = 2000
+N_RESAMPLES, BATCH = 2000, 100
 #: the phases of windows that ran the job (a no-progress stretch is none)
 JOB_PHASES = ("calibration", "baseline", "probe", "hold")
 
@@ -173,13 +173,15 @@ def whole_job(lines: Sequence[Mapping[str, Any]], *, seed: int = 0) -> dict[str,
 
             idx = (np.arange(len(U), dtype=float), np.arange(len(base_vals), dtype=float))
             res = bootstrap(idx, stat, vectorized=True, paired=False, confidence_level=0.95, n_resamples=2000,
-                            method="percentile", random_state=seed)
+                            method="percentile", random_state=seed, batch=BATCH)
             return [float(res.confidence_interval.low), float(res.confidence_interval.high)], "groups"
-        i = rng.integers(0, len(U), (N_RESAMPLES, len(U)))
-        ratio_job = per_unit[i].sum(axis=1) / U[i].sum(axis=1)
-        d = rng.choice(np.asarray(resid), (N_RESAMPLES, len(base_vals))) / np.sqrt(bt)
-        base_mean = base_vals.mean() * (1.0 + d).mean(axis=1)
-        stat = 100.0 * sign * (1.0 - ratio_job / base_mean)
+        stat = np.empty(N_RESAMPLES)
+        for b in range(0, N_RESAMPLES, BATCH):  # a long job has thousands of windows: resample in batches
+            i = rng.integers(0, len(U), (min(BATCH, N_RESAMPLES - b), len(U)))
+            ratio_job = per_unit[i].sum(axis=1) / U[i].sum(axis=1)
+            d = rng.choice(np.asarray(resid), (len(i), len(base_vals))) / np.sqrt(bt)
+            base_mean = base_vals.mean() * (1.0 + d).mean(axis=1)
+            stat[b:b + len(i)] = 100.0 * sign * (1.0 - ratio_job / base_mean)
         return [float(np.percentile(stat, 2.5)), float(np.percentile(stat, 97.5))], "residuals"
 
     how = set()
