@@ -2,9 +2,10 @@
 
     dvfslab govern --policy NAME|recommended [--model FILE|RUN/] [--max-slowdown PCT] [--eta ETA]
                    [--progress hf|lightning|steps | --progress-regex REGEX | --progress-file PATH |
-                    --progress-url URL --progress-metric NAME] [--log FILE.jsonl]
-                   [workload features] [--backend auto|jetson|nvml|sim] [--emc MHZ|max] [--cpu MHZ|max]
-                   [--dry-run] -- CMD ARGS...
+                    --progress-url URL --progress-metric NAME [--progress-units-metric NAME]]
+                   [--job-units N] [--log FILE.jsonl] [workload features]
+                   [--backend auto|jetson|nvml|sim] [--emc MHZ|max] [--cpu MHZ|max] [--dry-run] -- CMD ARGS...
+    dvfslab govern --policy NAME --backend replay:DATASET --workload W [--replay-units N] [--noise CV] [--seed S]
     dvfslab govern --replay FILE.jsonl
 
 A governor that decides before the run (``maxn``, ``fixed``/``ffg``, ``mlg``, ``mlg-paper``,
@@ -15,9 +16,12 @@ A governor that decides before the run (``maxn``, ``fixed``/``ffg``, ``mlg``, ``
 a file or a Prometheus counter (:mod:`dvfslab.job.progress`); it probes the running command
 through :class:`dvfslab.job.live.LiveProbe` (its own ``decide``, the replay's code path) and
 holds its level. Any governor with a progress source is measured window by window and logged
-(``--log``; :mod:`dvfslab.job.log`). The clocks are restored on exit, failure, SIGINT and SIGTERM
-(exit 128 + signal); after SIGKILL the next run (or ``dvfslab clocks --restore``) repairs them
-from the state file.
+(``--log``; :mod:`dvfslab.job.log`, the whole job's saving and slowdown). This module only parses
+the arguments: the run is :class:`dvfslab.job.runner.GovernedRun` on a
+:class:`dvfslab.job.board.JobBoard` (``--backend replay:DATASET``: the replay board of
+:mod:`dvfslab.job.replay`, which makes the progress itself). The clocks are restored on exit,
+failure, SIGINT and SIGTERM (exit 128 + signal); after SIGKILL the next run (or ``dvfslab clocks
+--restore``) repairs them from the state file.
 """
 
 from __future__ import annotations
