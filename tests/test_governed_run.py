@@ -285,6 +285,25 @@ def test_an_impossible_window_is_logged_and_read_again():
     assert run.result["job_energy_j"] == pytest.approx(42.5, abs=1e-9)
 
 
+def test_a_gpu_utilisation_not_given_is_measured_over_the_default_windows():
+    """The board's GPU load read after each default-clock window (the calibration and two
+    baselines: 40, 60, 80 %): the workload gets their mean, 60 %, and the log says it was
+    measured; a value the user gave is kept."""
+    for given, expected in ((None, 60.0), (95.0, 95.0)):
+        b = LoopBoard()
+        board = b.job_board()
+        loads = iter([40.0, 60.0, 80.0])
+        board.gpu_load = lambda: next(loads)
+        workload = {} if given is None else {"gpu_util_pct": given}
+        with GovernedRun(FixedGovernor(level=600).fit(), board, workload=workload, job_units=60) as run:
+            for k in range(1, 61):
+                b.step(k)
+                run.report(k)
+        assert run.workload["gpu_util_pct"] == expected
+        feature = [r for r in run.log.lines if r.get("event") == "feature"]
+        assert (feature[0]["gpu_util_pct"] == 60.0 and feature[0]["readings"] == 3) if given is None else not feature
+
+
 # -- windows through a real pipe ------------------------------------------------------------------
 JOB = """
 import sys, time

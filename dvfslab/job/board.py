@@ -29,7 +29,9 @@ class JobBoard:
     handshake with its synthetic job (None on a board); ``settle_s``: the clock's settle time;
     ``feed``: the board's own progress (the replay board; None: the job's); ``default_level``:
     what the default clock runs at (None: the table's top); ``clock_knob``: a level is a clock
-    (False: a power limit); ``restored``: the line saying the clocks are back."""
+    (False: a power limit); ``restored``: the line saying the clocks are back; ``gpu_load``: the
+    GPU's load now, % (its telemetry; None: none), read over the default-clock windows when the
+    user gave no ``gpu_util_pct``."""
 
     name: str
     levels: Sequence[float]
@@ -43,6 +45,7 @@ class JobBoard:
     default_level: float | None = None
     clock_knob: bool = True
     restored: Callable[[], str] | None = None
+    gpu_load: Callable[[], float | None] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def set_level(self, level: float | None) -> None:
@@ -66,6 +69,11 @@ def _restored_line(clocks) -> Callable[[], str] | None:
                     f"max {st.max_freq_mhz:g} MHz, governor {st.governor} ({lock})")
         return line
     return None
+
+
+def _load(backend) -> Callable[[], float | None] | None:
+    tel = getattr(backend, "telemetry", None)
+    return None if tel is None else tel.gpu_load_pct
 
 
 def _locker(clocks) -> Callable[[float], Any]:
@@ -92,7 +100,7 @@ def sim_board(features: Mapping[str, Any] | None = None) -> JobBoard:
     meter = SimMeter(be.board, sim_workload(features or {}))
     return JobBoard("the SIMULATED board", be.clocks.levels_mhz(), _locker(be.clocks), be.clocks.reset, meter,
                     settle_s=meter.interval_s, simulated=True, restored=_restored_line(be.clocks),
-                    extra={"clocks": be.clocks})
+                    gpu_load=lambda: meter.gpu_util_pct, extra={"clocks": be.clocks})
 
 
 def nvml_board(knob: str = "clock", state_dir=None, say: Callable[[str], None] = lambda s: None) -> JobBoard:
@@ -118,7 +126,8 @@ def nvml_board(knob: str = "clock", state_dir=None, say: Callable[[str], None] =
                         "measure it (dvfslab devices says which)")
     meter = SamplerMeter(be.power, be.clock, virtual=False)
     return JobBoard("nvml", be.clocks.levels_mhz(), _locker(be.clocks), be.clocks.reset, meter,
-                    settle_s=meter.interval_s, restored=_restored_line(be.clocks), extra={"clocks": be.clocks})
+                    settle_s=meter.interval_s, restored=_restored_line(be.clocks), gpu_load=_load(be),
+                    extra={"clocks": be.clocks})
 
 
 def jetson_board(io, state_dir=None, *, root: str = "/", auto: bool = False) -> JobBoard:
@@ -140,4 +149,4 @@ def jetson_board(io, state_dir=None, *, root: str = "/", auto: bool = False) -> 
     meter = SamplerMeter(be.power, clock, virtual=virtual is not None)
     return JobBoard("jetson", be.clocks.levels_mhz(), _locker(be.clocks), be.clocks.reset, meter,
                     settle_s=meter.interval_s, handled=getattr(virtual, "handled", None),
-                    restored=_restored_line(be.clocks), extra={"clocks": be.clocks})
+                    restored=_restored_line(be.clocks), gpu_load=_load(be), extra={"clocks": be.clocks})

@@ -157,6 +157,7 @@ class SimMeter:
         self._acc = [0.0, 0.0, 0]
         self._done = 0.0
         self._n = 0
+        self.gpu_util_pct: float | None = None
 
     def now(self) -> float:
         return self.board.now()
@@ -174,6 +175,7 @@ class SimMeter:
             return
         self._n += steps
         r = self.board.train(self.workload, steps, run_key=f"govern-{self._n}")
+        self.gpu_util_pct = float(r.gpu_util_pct)  # the twin's GPU load over the steps just run
         if self._open:
             self._acc[0] += float(r.step_time_s.sum())
             self._acc[1] += float(r.step_energy_j.sum())

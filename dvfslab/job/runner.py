@@ -87,9 +87,14 @@ class GovernedRun:
         self.result: dict[str, Any] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._loads: list[float] = []
 
     # -- the log ----------------------------------------------------------------------------------
     def _window(self, w: Window) -> None:
+        if w.level is None and w.measurement and self.decision is None and self.board.gpu_load is not None:
+            load = self.board.gpu_load()  # the GPU's load over the default-clock windows (a feature)
+            if load is not None:
+                self._loads.append(float(load))
         rec = {"t_end_s": w.t_end_s, **w.record(), "probes_so_far": self.probes, "simulated": self.simulated}
         if w.phase == "probe" and w.measurement:
             self.probes += 1
@@ -112,6 +117,21 @@ class GovernedRun:
         self.log.write({"event": "noise", "sigma": sigma, "ref_units": ref_units, "windows": n, "source": source})
         self.say(f"reading noise {100 * sigma:.2g} % over {ref_units:.3g} {self.probe.unit}(s) "
                  f"(from {n} default-clock windows)")
+
+    def _features(self) -> None:
+        """A feature the user did not give, measured: the GPU's load over the default-clock windows."""
+        if "gpu_util_pct" in self.workload:
+            return
+        if not self._loads:
+            self.log.write({"event": "feature", "gpu_util_pct": None,
+                            "note": "no GPU utilisation given (--gpu-util) and the board reports no GPU load: a "
+                                    "governor that reads it has none"})
+            return
+        util = sum(self._loads) / len(self._loads)
+        self.workload["gpu_util_pct"] = util
+        self.log.write({"event": "feature", "gpu_util_pct": util, "readings": len(self._loads),
+                        "source": "measured: the GPU load over the default-clock windows"})
+        self.say(f"GPU utilisation {util:.3g} % measured over the default-clock windows (no --gpu-util given)")
 
     def _plan(self) -> dict[str, Any]:
         """The job's length the governor plans with (module doc)."""
@@ -144,6 +164,7 @@ class GovernedRun:
             for _ in range(self.baseline_windows - 1):
                 p.window(None, p.model.window(None), "baseline")
             self._noise()
+            self._features()
             self.log.write({"event": "probe-model", "tau_s": p.tau_s, **p.model.describe()})
             workload = self._plan()
             p.phase = "probe"
