@@ -293,7 +293,7 @@ def test_a_gpu_utilisation_not_given_is_measured_over_the_default_windows():
         b = LoopBoard()
         board = b.job_board()
         loads = iter([40.0, 60.0, 80.0])
-        board.gpu_load = lambda: next(loads)
+        board.gpu_load = loads.__next__
         workload = {} if given is None else {"gpu_util_pct": given}
         with GovernedRun(FixedGovernor(level=600).fit(), board, workload=workload, job_units=60) as run:
             for k in range(1, 61):
