@@ -221,6 +221,7 @@ class LiveProbe:
         self._said_silent = False  # a stretch with no progress already logged while waiting
         self.level_before: float | None = None
         self.phase_before = "calibration"
+        self._restarted = 0.0  # units of reads a stall restarted in the window running (charged to it)
         self._partial = (0.0, 0.0, 0.0, 0.0)  # (settle units, read units, read start, last event) of the window running
         if getattr(meter, "stamps_on_arrival", False) and feed.clock is None:
             feed.clock = meter.now
@@ -311,6 +312,7 @@ class LiveProbe:
                                           why=f"a stretch with no progress (over {self.stall_s:g} s; the window had run "
                                               f"{stamp - t0:.4g} s): not a measurement; the read restarts after it"))
                 self.meter.begin()
+                self._restarted += done + delta  # ran at the level, not read: the window's units still
                 t0, done, t_last = stamp, 0.0, stamp
                 continue
             done, t_last = done + delta, stamp
@@ -400,7 +402,8 @@ class LiveProbe:
             self.on_window(Window(phase, level, units=w.units, read_units=w.read_units, time_s=w.time_s,
                                   energy_j=w.energy_j, t_end_s=w.t_end_s, measurement=False, n_samples=w.n_samples,
                                   why=f"impossible window ({why}): not a measurement; read again"))
-        w.units = settle + w.read_units
+        w.units = settle + self._restarted + w.read_units
+        self._restarted = 0.0
         if level is None and w.measurement:
             self.default_tpu.append(w.time_s / w.read_units)
         self.phase_before = phase
