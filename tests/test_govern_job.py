@@ -120,7 +120,8 @@ def test_replay_prints_the_summary_again(job_board, tmp_path):
     again = subprocess.run([sys.executable, "-m", "dvfslab", "govern", "--replay", str(log)], capture_output=True,
                            text=True, timeout=60)
     assert again.returncode == 0
-    assert "zeus-sim: held 408" in again.stdout and "saving vs the default clock" in again.stdout
+    assert "zeus-sim: held 408" in again.stdout and "whole job vs the default clock: saving" in again.stdout
+    assert "held level vs the default clock" in again.stdout
 
 
 # A recorded Hugging Face Trainer run's stderr (tqdm bar with carriage returns, an evaluation
@@ -143,13 +144,15 @@ def test_the_hf_preset_reads_the_training_bar_of_a_recorded_trainer_output():
     parser.flush()
     totals = []
     while not feed._q.empty():
-        totals.append(feed.get(0))
+        totals.append(feed.get(0)[0])
     # the training bar's steps 1..5 in order; the 12-step evaluation bar is not progress
     assert totals == [1, 2, 3, 4, 5] and feed.unit == "step"
+    # the job's length is the training bar's total (.../5), not the evaluation bar's 12
+    assert feed.job_units == 5
     logs_only = ProgressFeed()
     p2 = LineProgress(logs_only, preset="hf")
     p2.feed_text("{'loss': 0.69, 'epoch': 0.25}\n{'loss': 0.5, 'epoch': 0.5}\n")
-    assert [logs_only.get(0), logs_only.get(0)] == [0.25, 0.5] and logs_only.unit == "epoch"
+    assert [logs_only.get(0)[0], logs_only.get(0)[0]] == [0.25, 0.5] and logs_only.unit == "epoch"
 
 
 def test_hf_preset_drives_the_search_to_the_optimum(job_board, tmp_path):
@@ -427,7 +430,7 @@ def test_a_power_limit_left_by_a_killed_run_is_restored_by_the_next(monkeypatch,
 def drain(feed: ProgressFeed) -> list[float]:
     out = []
     while not feed._q.empty():
-        out.append(feed.get(0))
+        out.append(feed.get(0)[0])
     return out
 
 

@@ -1,15 +1,17 @@
 """Helpers the command-line modules share: the board options (``--sysfs-root``, ``--sysfs-io``,
 ``--state-dir``), the sysfs I/O and Jetson clocks they name, one line of a clock's state, and
-running a child command with SIGINT / SIGTERM forwarded (``dvfslab run``, ``dvfslab govern``).
+running a child command with SIGINT / SIGTERM forwarded (``dvfslab run``, ``dvfslab govern``:
+:mod:`dvfslab.job.command`, re-exported here).
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
 
 from dvfslab.hw.base import format_mhz
+from dvfslab.job.command import Forwarder, Signalled, exit_code
+
+__all__ = ["Forwarder", "Signalled", "board_options", "exit_code", "open_clocks", "state_line", "sysfs_io"]
 
 
 def board_options(p: argparse.ArgumentParser) -> None:
@@ -39,45 +41,3 @@ def state_line(st) -> str:
     lock = "locked" if st.locked else "unlocked"
     return (f"cur {format_mhz(st.cur_freq_mhz)} MHz, min {format_mhz(st.min_freq_mhz)} MHz, "
             f"max {format_mhz(st.max_freq_mhz)} MHz, governor {st.governor} ({lock})")
-
-
-class Signalled(BaseException):
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-class Forwarder:
-    """SIGINT/SIGTERM handler: forward to the child; the first one also raises :class:`Signalled`."""
-
-    def __init__(self):
-        self.child: subprocess.Popen | None = None
-        self.signum: int | None = None
-        self.forwarded = False
-        self._previous: dict[int, object] = {}
-
-    def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def uninstall(self) -> None:
-        for sig, prev in self._previous.items():
-            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
-
-    def forward(self, signum: int) -> None:
-        if self.child is not None and self.child.poll() is None:
-            try:
-                self.child.send_signal(signum)
-                self.forwarded = True
-            except ProcessLookupError:
-                pass
-
-    def _handle(self, signum: int, frame) -> None:
-        self.forward(signum)
-        if self.signum is None:
-            self.signum = signum
-            raise Signalled(signum)
-
-
-def exit_code(rc: int) -> int:
-    return 128 - rc if rc < 0 else rc

@@ -2,9 +2,10 @@
 
     dvfslab govern --policy NAME|recommended [--model FILE|RUN/] [--max-slowdown PCT] [--eta ETA]
                    [--progress hf|lightning|steps | --progress-regex REGEX | --progress-file PATH |
-                    --progress-url URL --progress-metric NAME] [--log FILE.jsonl]
-                   [workload features] [--backend auto|jetson|nvml|sim] [--emc MHZ|max] [--cpu MHZ|max]
-                   [--dry-run] -- CMD ARGS...
+                    --progress-url URL --progress-metric NAME [--progress-units-metric NAME]]
+                   [--job-units N] [--log FILE.jsonl] [workload features]
+                   [--backend auto|jetson|nvml|sim] [--emc MHZ|max] [--cpu MHZ|max] [--dry-run] -- CMD ARGS...
+    dvfslab govern --policy NAME --backend replay:DATASET --workload W [--replay-units N] [--noise CV] [--seed S]
     dvfslab govern --replay FILE.jsonl
 
 A governor that decides before the run (``maxn``, ``fixed``/``ffg``, ``mlg``, ``mlg-paper``,
@@ -15,15 +16,17 @@ A governor that decides before the run (``maxn``, ``fixed``/``ffg``, ``mlg``, ``
 a file or a Prometheus counter (:mod:`dvfslab.job.progress`); it probes the running command
 through :class:`dvfslab.job.live.LiveProbe` (its own ``decide``, the replay's code path) and
 holds its level. Any governor with a progress source is measured window by window and logged
-(``--log``; :mod:`dvfslab.job.log`). The clocks are restored on exit, failure, SIGINT and SIGTERM
-(exit 128 + signal); after SIGKILL the next run (or ``dvfslab clocks --restore``) repairs them
-from the state file.
+(``--log``; :mod:`dvfslab.job.log`, the whole job's saving and slowdown). This module only parses
+the arguments: the run is :class:`dvfslab.job.runner.GovernedRun` on a
+:class:`dvfslab.job.board.JobBoard` (``--backend replay:DATASET``: the replay board of
+:mod:`dvfslab.job.replay`, which makes the progress itself). The clocks are restored on exit,
+failure, SIGINT and SIGTERM (exit 128 + signal); after SIGKILL the next run (or ``dvfslab clocks
+--restore``) repairs them from the state file.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from dvfslab.cli import common, hardware
@@ -81,6 +84,12 @@ def register(sub) -> None:
     g.add_argument("--stall-s", type=float, metavar="S",
                    help="a gap with no progress longer than S s is not a measurement (default: 10 x the time of a "
                         "unit measured at the start)")
+    g.add_argument("--progress-units-metric", metavar="NAME",
+                   help="a gauge on --progress-url holding the job's length (its units in all)")
+    g.add_argument("--job-units", type=float, metavar="N",
+                   help="the job's length in its units (optimizer steps ...), for the governor's planning "
+                        "(default: what the progress source states — the hf bar's N/M, 'step k/N', a regex's group "
+                        "'total', --progress-units-metric — else the governor's own assumption, said in one line)")
     g.add_argument("--baseline-windows", type=int, default=3, metavar="N",
                    help="windows at the default clock before the governor starts, the saving's reference (default 3)")
     g.add_argument("--log", metavar="FILE.jsonl", help="one JSON line per window and a summary line at the end")
@@ -96,9 +105,22 @@ def register(sub) -> None:
                    help="GPU utilization of the job at the default clocks, %% (e.g. from jtop)")
     f.add_argument("--model-type", choices=("encoder", "decoder"), help="encoder-only or decoder-only")
     f.add_argument("--params-m", type=float, dest="params_m", metavar="M", help="parameters, millions")
-    p.add_argument("--backend", choices=("auto", "jetson", "nvml", "sim"), default="auto",
-                   help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), or "
-                        "the simulated board (nothing real changes; every figure simulated)")
+    p.add_argument("--backend", type=_backend_name, default="auto", metavar="{auto,jetson,nvml,sim,replay:DATASET}",
+                   help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), "
+                        "the simulated board (nothing real changes; every figure simulated), or replay:DATASET — one "
+                        "workload (--workload) of a dataset folder served on a virtual clock, which makes the job's "
+                        "progress itself (no command needed)")
+    r = p.add_argument_group("the replay board (--backend replay:DATASET)")
+    r.add_argument("--workload", metavar="ID", help="the dataset's workload to replay")
+    r.add_argument("--replay-units", type=float, default=1000.0, metavar="N",
+                   help="units the replayed job runs (default 1000); its progress states them, as a bar's N/M "
+                        "would (--job-units tells the governor another length)")
+    r.add_argument("--noise", type=float, metavar="CV",
+                   help="reading noise of one sensor sample, a fraction (default: the sensor's stated prior, "
+                        "0.02 for a Jetson's INA3221, 0.05 for NVML; docs/governors.md)")
+    r.add_argument("--sensor-interval", type=float, metavar="S",
+                   help="the sensor's sampling interval (default: the dataset's meta.json sensor_interval_s, else 1 s)")
+    r.add_argument("--seed", type=int, default=0, help="the reading noise's seed (default 0)")
     p.add_argument("--knob", choices=("clock", "power-limit"), default="clock",
                    help="what a level is: the GPU clock (MHz, default) or, with --backend nvml, the GPU's power "
                         "limit (W, from its maximum down to its minimum in 25 W steps)")
@@ -108,6 +130,12 @@ def register(sub) -> None:
     common.board_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(func=run)
+
+
+def _backend_name(text: str) -> str:
+    if text in ("auto", "jetson", "nvml", "sim") or (text.startswith("replay:") and len(text) > len("replay:")):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: one of auto, jetson, nvml, sim, replay:DATASET (a dataset folder)")
 
 
 def workload_features(args) -> dict:
@@ -152,8 +180,8 @@ def _progress_source(args):
                             ("--progress-file", args.progress_file), ("--progress-url", args.progress_url)) if v]
     if len(given) > 1:
         raise DvfsError(f"one progress source per run: got {' and '.join(given)}")
-    if args.progress_metric and not args.progress_url:
-        raise DvfsError("--progress-metric goes with --progress-url URL")
+    if (args.progress_metric or args.progress_units_metric) and not args.progress_url:
+        raise DvfsError("--progress-metric and --progress-units-metric go with --progress-url URL")
     if not given:
         return None
     feed = ProgressFeed()
@@ -161,9 +189,9 @@ def _progress_source(args):
         return feed, LineProgress(feed, regex=args.progress_regex, preset=args.progress), None
     if args.progress_file:
         return feed, None, Poller(feed, FileProgress(args.progress_file).read, args.poll_s, "file")
-    source = PrometheusProgress(args.progress_url, args.progress_metric)
+    source = PrometheusProgress(args.progress_url, args.progress_metric, units_metric=args.progress_units_metric)
     feed.unit = "request"
-    return feed, None, Poller(feed, source.read, args.poll_s, "url")
+    return feed, None, Poller(feed, source.read, args.poll_s, "url", length=source.length)
 
 
 def run(args) -> int:
@@ -179,7 +207,8 @@ def run(args) -> int:
     from dvfslab.governors.registry import governor_class
 
     source = _progress_source(args)
-    as_before = (source is None and args.knob == "clock" and args.policy != RECOMMENDED and not governor_class(args.policy).probing
+    replay = args.backend.startswith("replay:")
+    as_before = (not replay and source is None and args.knob == "clock" and args.policy != RECOMMENDED and not governor_class(args.policy).probing
                  and args.eta is None and not (args.model and os.path.isdir(args.model)))
     if as_before:
         return _run_static(args)
@@ -187,7 +216,7 @@ def run(args) -> int:
 
     gov = job_governor(args.policy, args.model, max_slowdown_pct=args.max_slowdown, eta=args.eta,
                        time_model=args.time_model, knob="power_limit_w" if args.knob == "power-limit" else None)
-    if source is None:
+    if source is None and not replay:
         if gov.probing:
             raise DvfsError(f"--policy {gov.name} measures the job while it runs: give it a progress source "
                             "(--progress hf|lightning|steps, --progress-regex REGEX, --progress-file PATH or "
@@ -216,134 +245,88 @@ def _run_static(args, gov=None) -> int:
     return hardware.run_command(args, clocks, prog="dvfslab govern")
 
 
-def _sim_workload(feats: dict):
-    """The twin's workload for ``--backend sim``: the features given, a BERT-base-like job otherwise."""
-    from dvfslab.sim.model import SimWorkload
+def _board(args, feats: dict, say):
+    """The :class:`~dvfslab.job.board.JobBoard` of ``--backend``."""
+    from dvfslab.job import board as B
 
-    row = {"workload_id": "govern (simulated)", "n_layers": 12, "hidden_size": 768, "avg_seq_len": 128,
-           "max_seq_len": 128, "batch_size": 16, "params_m": 110}
-    row.update({k: v for k, v in feats.items() if k in row})
-    return SimWorkload.from_row(row)
-
-
-def _backend(args, feats: dict):
-    """``(clocks, meter, levels, handled, interval_s, settle_s, simulated)`` for the governed run."""
-    from dvfslab.job.live import SamplerMeter, SimMeter
-
+    if args.backend.startswith("replay:"):
+        return _replay_board(args, say)
     if args.backend == "sim":
-        from dvfslab.hw import get_backend
-
-        print("dvfslab govern: --backend sim: each unit the command reports is one step of the SIMULATED board "
-              "at the locked level; this machine's GPU is not touched and every figure is simulated",
-              file=sys.stderr)
-        be = get_backend("sim")
-        meter = SimMeter(be.board, _sim_workload(feats))
-        return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, True
+        say("--backend sim: each unit the command reports is one step of the SIMULATED board at the locked level; "
+            "this machine's GPU is not touched and every figure is simulated")
+        return B.sim_board(feats)
     if args.knob == "power-limit" and args.backend != "nvml":
         raise DvfsError("--knob power-limit sets a discrete GPU's power limit through NVML: add --backend nvml")
     if args.backend == "nvml":
-        from dvfslab.hw import get_backend
+        return B.nvml_board(args.knob, args.state_dir, say=say)
+    return B.jetson_board(common.sysfs_io(args), args.state_dir, root=args.sysfs_root, auto=args.backend == "auto")
 
-        be = get_backend("nvml")
-        if args.knob == "power-limit":
-            from dvfslab.job.nvml_limit import NvmlPowerLimit
 
-            limit = NvmlPowerLimit(state_dir=args.state_dir)
-            if limit.repaired:
-                print(f"dvfslab govern: {limit.repaired}", file=sys.stderr)
-            if be.power is None:
-                raise DvfsError("NVML gives no power reading on this GPU: dvfslab govern cannot measure it")
-            meter = SamplerMeter(be.power, be.clock, virtual=False)
-            return limit, meter, limit.levels_mhz(), None, meter.interval_s, meter.interval_s, False
-        if be.clocks is None or be.power is None:
-            raise DvfsError("NVML offers no clock control or no power reading on this GPU: dvfslab govern cannot "
-                            "measure it (dvfslab devices says which)")
-        meter = SamplerMeter(be.power, be.clock, virtual=False)
-        return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, False
-    from dvfslab.hw.jetson.backend import open_backend
+def _replay_board(args, say):
+    from dvfslab.job.replay import (
+        DEFAULT_INTERVAL_S,
+        SENSOR_NOISE_PRIOR,
+        ReplayBoard,
+        cell_from_dataset,
+    )
 
-    io = common.sysfs_io(args)
-    try:
-        be = open_backend(io=io, state_dir=args.state_dir)
-    except BackendUnavailableError as err:
-        hint = " (or --backend sim to try it on the simulated board)" if args.backend == "auto" else ""
-        raise DvfsError(f"no Jetson GPU clock control under {args.sysfs_root}: {err}{hint}") from None
-    if be.power is None:
-        raise DvfsError(f"no power rails under {args.sysfs_root}: {be.description.get('power_error')}")
-    virtual = io.virtual_clock
-    clock = virtual if virtual is not None else be.clock
-    be.power.clock = clock  # the samples' time base is the job's clock
-    meter = SamplerMeter(be.power, clock, virtual=virtual is not None)
-    handled = getattr(virtual, "handled", None)
-    return be.clocks, meter, be.clocks.levels_mhz(), handled, meter.interval_s, meter.interval_s, False
+    path = args.backend.split(":", 1)[1]
+    if not args.workload:
+        raise DvfsError(f"--backend {args.backend} replays one workload of the dataset: add --workload ID")
+    cell = cell_from_dataset(path, args.workload)
+    where = cell.meta.get("sweep") if isinstance(cell.meta.get("sweep"), dict) else {}
+    interval = args.sensor_interval or cell.meta.get("sensor_interval_s") or where.get("sensor_interval_s") \
+        or DEFAULT_INTERVAL_S
+    sensor = "nvml" if "nvml" in str(cell.meta.get("device", "")).lower() or cell.meta.get("power_limit_table_w") \
+        else "ina3221"
+    sigma = args.noise if args.noise is not None else SENSOR_NOISE_PRIOR[sensor]
+    units = args.replay_units
+    say(f"--backend {args.backend}: {args.workload} replayed on a virtual clock ({'SIMULATED' if cell.simulated else 'measured'} "
+        f"figures), {units:g} {cell.unit}s, sensor {interval:g} s a sample, reading noise {100 * sigma:.3g} % a sample "
+        + ("(given)" if args.noise is not None else f"(the {sensor} prior, an assumption)"))
+    return ReplayBoard(cell, units, sigma_sample=sigma, interval_s=float(interval), seed=args.seed).job_board()
 
 
 def _run_governed(args, gov, source) -> int:
-    from dvfslab.job.live import LiveProbe
-    from dvfslab.job.log import JobLog, format_summary
-    from dvfslab.job.runner import GovernedJob, start_command
+    from dvfslab.job.log import format_summary
+    from dvfslab.job.runner import GovernedRun
 
+    replay = args.backend.startswith("replay:")
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
-    if not cmd:
+    if not cmd and not replay:
         raise DvfsError("no command given; usage: dvfslab govern ... -- CMD ARGS...")
-    feed, parser, poller = source
-    feats = workload_features(args)
-    clocks, meter, levels, handled, _, settle_s, simulated = _backend(args, feats)
-
-    def set_level(level):
-        if level is None:
-            clocks.reset()
-        else:
-            clocks.lock(level, nearest=True)
+    feed, parser, poller = source if source is not None else (None, None, None)
 
     def say(text: str) -> None:
         print(f"dvfslab govern: {text}", file=sys.stderr, flush=True)
 
-    log = JobLog(args.log)
-    probe = LiveProbe(levels, meter, feed, set_level, lambda w: None, handled=handled, stall_s=args.stall_s,
-                      settle_s=settle_s, unit=feed.unit)
-    job = GovernedJob(gov, feats, probe, log, baseline_windows=args.baseline_windows,
-                      simulated=simulated, say=say)
-    fwd = common.Forwarder()
-    fwd.install()
-    rc: int | None = None
+    feats = workload_features(args)
+    board = _board(args, feats, say)
+    # the replay board's progress states its length (as a bar's N/M would); --job-units overrides it
+    job_units = args.job_units if args.job_units or not replay else board.feed.board.job_units
+    run = GovernedRun(gov, board, workload=feats, feed=None if replay else feed, log=args.log,
+                      job_units=job_units, baseline_windows=args.baseline_windows, stall_s=args.stall_s, say=say)
     try:
-        others = hardware.pin_others(clocks, {"emc": args.emc, "cpu": args.cpu})
-        say(f"{gov.name} on {'the SIMULATED board' if simulated else args.backend}; "
-            + "".join(f"{line}; " for line in others) + f"running: {' '.join(cmd)}")
-        fwd.child = start_command(cmd, feed, parser)
-        if poller is not None:
-            poller.start()
-        try:
-            job.run()
-        except common.Signalled:
-            raise  # already forwarded to the command by the handler
-        except BaseException:
-            fwd.forward(signal.SIGTERM)  # the governor failed: stop the command too
-            raise
-        rc = common.exit_code(fwd.child.wait())
-        return rc
-    except common.Signalled as sig:
-        if not fwd.forwarded:
-            fwd.forward(sig.signum)
-        clocks.reset()  # restore first, then wait for the command to finish
-        if fwd.child is not None:
-            fwd.child.wait()
-        job.note = f"{signal.Signals(sig.signum).name}: the command was stopped"
-        say(f"{signal.Signals(sig.signum).name} forwarded to the command")
-        rc = 128 + sig.signum
-        return rc
+        if replay:
+            if cmd:
+                say(f"the replay board makes the job's progress itself: {' '.join(cmd)} is not run")
+            try:
+                run.run()
+                rc = 0
+            finally:
+                run.finish(None)
+        else:
+            clocks = board.extra.get("clocks")
+
+            def before() -> None:
+                others = hardware.pin_others(clocks, {"emc": args.emc, "cpu": args.cpu}) if clocks is not None else []
+                say(f"{gov.name} on {board.name}; " + "".join(f"{line}; " for line in others)
+                    + f"running: {' '.join(cmd)}")
+
+            rc = run.run_command(cmd, parser, poller, before=before)
     finally:
-        clocks.reset()
-        if poller is not None:
-            poller.stop()
-        meter.close()
-        fwd.uninstall()
-        s = job.summary(rc)
-        log.write(s)
-        log.close()
-        print(format_summary(s), file=sys.stderr, flush=True)
-        if hasattr(clocks, "restored_line"):
-            say(clocks.restored_line())
-        elif hasattr(clocks, "state"):
-            say(f"clocks restored: {common.state_line(clocks.state())}")
+        if run.result is not None:
+            print(format_summary(run.result), file=sys.stderr, flush=True)
+            if board.restored is not None:
+                say(board.restored())
+    return rc

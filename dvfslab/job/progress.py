@@ -17,6 +17,12 @@ steps, epochs, inferences) and hands every new total to a :class:`ProgressFeed`:
   ``nv_inference_count``, vLLM's and TGI's request counters), summed over its label sets and
   parsed with ``prometheus_client``'s text parser.
 
+**The job's length** (what a governor plans its probing against) comes from the same source
+where it states it: the ``hf`` bar's total ``M`` of ``N/M``, a ``step k/N`` line (``steps``), a
+regex's group named ``total``, a Prometheus gauge (``units_metric``), or from Python
+(:func:`job_units_from`: a ``TrainerState``'s ``max_steps``, a Lightning ``Trainer``'s
+``estimated_stepping_batches``); the feed's ``job_units`` holds it.
+
 A total that does not grow is ignored (a restarted bar, a rewritten file). Board side: no numpy.
 """
 
@@ -57,7 +63,7 @@ PRESETS = {
     "lightning": Preset("lightning", "batch", "PyTorch Lightning's bar 'Epoch K: ... N/M' (K * M + N batches)"),
 }
 
-_STEP = re.compile(r"\bstep[s]?\s*[:=#]?\s*(\d+)\b", re.IGNORECASE)
+_STEP = re.compile(r"\bstep[s]?\s*[:=#]?\s*(\d+)\b(?:\s*/\s*(\d+))?", re.IGNORECASE)
 _BAR = re.compile(r"(?<![\d/])(\d+)/(\d+)\s*\[")
 _HF_LOG = re.compile(r"\{[^{}]*'loss'[^{}]*'epoch':\s*([0-9.eE+-]+)[^{}]*\}")
 _LIGHTNING = re.compile(r"^\s*Epoch\s+(\d+):.*?(?<![\d/])(\d+)/(\d+)\s*\[")
@@ -67,12 +73,21 @@ class ProgressFeed:
     """Running totals from a source, in order, for the governed job (thread-safe).
 
     ``put(total)`` from the source's thread; ``end()`` when the command has exited; the job
-    takes them with :meth:`get`. ``on_put`` is told of every accepted total (the log's live view)."""
+    takes them with :meth:`get`. Each total is stamped with ``clock()`` when it arrives (None:
+    unstamped; the job stamps it when it takes it): a window then starts after the clock's
+    settle *by time*, and units that queued while the clock switched are not in it.
 
-    def __init__(self):
+    ``job_units``: the job's own length when the source states it (a tqdm bar's ``N/M``, a
+    Prometheus gauge, the caller's ``--job-units``), with ``job_units_source`` saying where it
+    came from; None while unknown."""
+
+    def __init__(self, clock: Callable[[], float] | None = None):
         self._q: queue.Queue = queue.Queue()
         self.total = 0.0
         self.unit = "unit"
+        self.clock = clock
+        self.job_units: float | None = None
+        self.job_units_source = ""
         self._lock = threading.Lock()
 
     def put(self, total: float) -> None:
@@ -80,14 +95,51 @@ class ProgressFeed:
             if not total > self.total:
                 return
             self.total = float(total)
-        self._q.put(float(total))
+        self._q.put((float(total), None if self.clock is None else float(self.clock())))
+
+    def set_job_units(self, units: float | None, source: str) -> None:
+        """The job's length as the source states it (the first statement is kept: an evaluation
+        bar of another total later does not replace it)."""
+        if units is None or not units > 0 or self.job_units is not None:
+            return
+        self.job_units, self.job_units_source = float(units), source
 
     def end(self) -> None:
         self._q.put(ENDED)
 
-    def get(self, timeout_s: float | None) -> float | None:
-        """The next total; :data:`ENDED` once the command has exited; raises ``queue.Empty`` after ``timeout_s``."""
+    def get(self, timeout_s: float | None) -> tuple[float, float | None] | None:
+        """``(total, arrival time or None)``; :data:`ENDED` once the command has exited; raises
+        ``queue.Empty`` after ``timeout_s``."""
         return self._q.get(timeout=timeout_s)
+
+
+def job_units_from(obj) -> tuple[float | None, str]:
+    """The job's length in optimizer steps from a framework's own object, and where it came from:
+    a Hugging Face ``TrainerState`` (``max_steps``: what the ``Trainer`` computed from
+    ``max_steps`` or epochs x steps per epoch; a callback receives it as ``state``), a path to a
+    checkpoint's ``trainer_state.json`` (its ``max_steps``), or a PyTorch Lightning ``Trainer``
+    (``estimated_stepping_batches``); ``(None, why)`` when it states none."""
+    if isinstance(obj, (str, os.PathLike)):
+        import json
+
+        path = os.fspath(obj)
+        if os.path.isdir(path):
+            path = os.path.join(path, "trainer_state.json")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                state = json.load(fh)
+        except (OSError, ValueError) as err:
+            raise ProgressError(f"{path}: not a readable trainer_state.json ({err}); give --job-units N") from None
+        n = state.get("max_steps") if isinstance(state, dict) else None
+        return (float(n), f"{path} max_steps") if isinstance(n, (int, float)) and n > 0 else (
+            None, f"{path} has no max_steps > 0")
+    n = getattr(obj, "max_steps", None)
+    if isinstance(n, (int, float)) and n > 0:
+        return float(n), f"{type(obj).__name__}.max_steps"
+    n = getattr(obj, "estimated_stepping_batches", None)
+    if isinstance(n, (int, float)) and n > 0 and n != float("inf"):
+        return float(n), f"{type(obj).__name__}.estimated_stepping_batches"
+    return None, f"{type(obj).__name__} states no max_steps or estimated_stepping_batches"
 
 
 class LineProgress:
@@ -140,11 +192,16 @@ class LineProgress:
             if m is None:
                 return None
             if m.groups():
+                total = m.groupdict().get("total")
+                if total is not None:
+                    self.feed.set_job_units(_number(total), f"--progress-regex's group 'total' ({total})")
                 return _number(m.group(1))
             self._count += 1
             return self._count
         if self.preset == "steps":
             m = _STEP.search(line)
+            if m and m.group(2):
+                self.feed.set_job_units(float(m.group(2)), f"the 'step k/N' lines ({m.group(1)}/{m.group(2)})")
             return float(m.group(1)) if m else None
         if self.preset == "lightning":
             m = _LIGHTNING.search(line)
@@ -157,6 +214,7 @@ class LineProgress:
             n, total = int(bar.group(1)), int(bar.group(2))
             if self._bar_total is None:
                 self._bar_total, self._kind = total, "bar"
+                self.feed.set_job_units(float(total), f"the training bar's total ({n}/{total})")
             return float(n) if total == self._bar_total else None  # another total: an evaluation bar
         log = _HF_LOG.search(line)
         if log is not None and self._kind != "bar":
@@ -176,8 +234,9 @@ def _number(text: str) -> float | None:
 class Poller:
     """A daemon thread calling ``read()`` every ``period_s`` and putting the total it returns."""
 
-    def __init__(self, feed: ProgressFeed, read: Callable[[], float | None], period_s: float, name: str):
-        self.feed, self.read, self.period_s = feed, read, float(period_s)
+    def __init__(self, feed: ProgressFeed, read: Callable[[], float | None], period_s: float, name: str,
+                 length: Callable[[], tuple[float | None, str]] | None = None):
+        self.feed, self.read, self.period_s, self.length = feed, read, float(period_s), length
         self._stop = threading.Event()
         self.last_error: str | None = None
         self._thread = threading.Thread(target=self._loop, name=f"dvfslab-progress-{name}", daemon=True)
@@ -197,6 +256,8 @@ class Poller:
             return
         if total is not None:
             self.feed.put(total)
+        if self.length is not None and self.feed.job_units is None:
+            self.feed.set_job_units(*self.length())
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -226,9 +287,11 @@ class FileProgress:
 
 class PrometheusProgress:
     """A counter read from a Prometheus text page: the sum of the samples of ``metric`` (also
-    ``metric_total``) over their label sets."""
+    ``metric_total``) over their label sets; with ``units_metric``, a gauge on the same page
+    holding the job's length (e.g. the requests a benchmark client will send), read by
+    :meth:`length`."""
 
-    def __init__(self, url: str, metric: str, timeout_s: float = 2.0):
+    def __init__(self, url: str, metric: str, timeout_s: float = 2.0, units_metric: str | None = None):
         if not metric:
             raise ProgressError("--progress-url needs --progress-metric NAME (e.g. nv_inference_count for Triton)")
         import importlib.util
@@ -236,23 +299,40 @@ class PrometheusProgress:
         if importlib.util.find_spec("prometheus_client") is None:
             raise ProgressError("--progress-url reads the page with prometheus_client's text parser: pip install "
                                 "'dvfslab[govern]'")
-        self.url, self.metric, self.timeout_s = url, metric, float(timeout_s)
+        self.url, self.metric, self.timeout_s, self.units_metric = url, metric, float(timeout_s), units_metric
+        self._text: str | None = None
 
-    def read(self) -> float | None:
-        try:
-            from prometheus_client.parser import text_string_to_metric_families
-        except ImportError:
-            raise ProgressError("--progress-url reads the page with prometheus_client: pip install "
-                                "'dvfslab[govern]'") from None
+    def _page(self) -> str | None:
         try:
             with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:  # noqa: S310 (a URL the user gave)
-                text = resp.read().decode("utf-8", errors="replace")
+                self._text = resp.read().decode("utf-8", errors="replace")
         except (urllib.error.URLError, OSError):
             return None  # the server is not up yet
-        names = {self.metric, f"{self.metric}_total"}
-        found, total = False, 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in names:
-                    found, total = True, total + float(sample.value)
-        return total if found else None
+        return self._text
+
+    def read(self) -> float | None:
+        text = self._page()
+        return None if text is None else sum_samples(text, self.metric)
+
+    def length(self) -> tuple[float | None, str]:
+        """The job's length from ``units_metric`` on the page last read (None: none stated)."""
+        if not self.units_metric or self._text is None:
+            return None, ""
+        return sum_samples(self._text, self.units_metric), f"the gauge {self.units_metric} on {self.url}"
+
+
+def sum_samples(text: str, metric: str) -> float | None:
+    """The sum of the samples of ``metric`` (or ``metric_total``) on a Prometheus text page, over
+    their label sets (``prometheus_client``'s parser); None when the page has none."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        raise ProgressError("--progress-url reads the page with prometheus_client: pip install "
+                            "'dvfslab[govern]'") from None
+    names = {metric, f"{metric}_total"}
+    found, total = False, 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in names:
+                found, total = True, total + float(sample.value)
+    return total if found else None

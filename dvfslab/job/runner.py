@@ -1,25 +1,37 @@
-"""Run a command under a governor: start it, pass its output through, read its progress, probe,
-hold the level, log every window.
+"""A job under a governor, as a library object: :class:`GovernedRun`.
 
-:func:`start_command` starts the command with its stdout and stderr piped through this process
-unchanged (byte for byte, as they come) while a :class:`~dvfslab.job.progress.LineProgress`
-reads them; when the command exits the feed ends. :class:`GovernedJob` then does, on the
-:class:`~dvfslab.job.live.LiveProbe`:
+One code path for every board (:mod:`dvfslab.job.board`: a Jetson, NVML, the twin, a replayed
+dataset) and every progress source (a command's output, a file, a Prometheus counter, the
+caller's Python loop, the replay board itself). On the
+:class:`~dvfslab.job.live.LiveProbe` it does:
 
 1. **calibration** at the default clock: the time per unit, hence the probe model;
-2. ``baseline_windows - 1`` more windows at the default clock (the saving's reference);
-3. the governor: a measuring one gets the probe (``governor.decide(workload, probe)``: its
-   session probes through it, the replay's code path); any other decides from the features;
-4. **hold** the decided level, one window after another, until the command exits.
+2. ``baseline_windows - 1`` more windows at the default clock (the saving's reference), whose
+   spread is the reading noise the governor plans with (logged ``noise``);
+3. the governor, told the job's length (``plan_job_units``: the job's own length less the units
+   already run, from the progress source or ``job_units``; without one the log says what it
+   assumes): a measuring one gets the probe (``governor.decide(workload, probe)``: its session
+   probes through it, the replay's code path); any other decides from the features;
+4. **hold** the decided level, one window after another, until the job ends;
+5. the **summary** (:func:`dvfslab.job.log.summary`): the whole job against the default clock.
 
-The clocks are the caller's (``dvfslab govern`` restores them on exit, failure and signals).
+Three ways to run it: :meth:`GovernedRun.run_command` (a child command, SIGINT / SIGTERM
+forwarded, ``dvfslab govern``), :meth:`GovernedRun.run` (a source that ends by itself: the replay
+board), and the context manager with :meth:`GovernedRun.report` (a training loop in a notebook
+feeds its progress; the governor runs in a thread)::
+
+    with GovernedRun(make("voi"), sim_board(), job_units=600) as run:
+        for step in range(1, 601):
+            train_one_step()
+            run.report(step)
+    print(run.result)
+
+The board's clocks are restored (``board.reset()``) when it ends, fails or is signalled.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,74 +40,61 @@ from dvfslab.core.errors import DvfsError
 from dvfslab.core.levels import snap_mhz
 from dvfslab.governors.base import Governor
 from dvfslab.governors.errors import GovernorError
+from dvfslab.job.board import JobBoard
+from dvfslab.job.checks import window_noise
+from dvfslab.job.command import Forwarder, Signalled, exit_code, start_command
 from dvfslab.job.live import JobEnded, LiveProbe, Window
 from dvfslab.job.log import JobLog, summary
-from dvfslab.job.progress import LineProgress, ProgressFeed
+from dvfslab.job.progress import ProgressFeed
 
 #: windows at the default clock before the governor starts (the first is the calibration)
 BASELINE_WINDOWS = 3
 
-
-def _pump(src, dst, parser: LineProgress | None, lock: threading.Lock) -> None:
-    fd = src.fileno()
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        dst.write(chunk)
-        dst.flush()
-        if parser is not None:
-            with lock:
-                parser.feed_text(chunk.decode("utf-8", errors="replace"))
-    src.close()
+__all__ = ["BASELINE_WINDOWS", "GovernedRun", "start_command"]
 
 
-def start_command(cmd: Sequence[str], feed: ProgressFeed, parser: LineProgress | None = None,
-                  env: Mapping[str, str] | None = None) -> subprocess.Popen:
-    """Start ``cmd``; its output reaches this process's stdout/stderr unchanged while ``parser``
-    reads it; ``feed`` ends when the command has exited and its output is drained.
-    ``PYTHONUNBUFFERED=1`` is set for it, so a Python program's lines arrive as printed."""
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    try:
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
-    except OSError as err:
-        raise DvfsError(f"cannot start {cmd[0]!r}: {err.strerror or err}") from err
-    lock = threading.Lock()
-    pumps = [threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, parser, lock), daemon=True),
-             threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, parser, lock), daemon=True)]
-    for t in pumps:
-        t.start()
+class GovernedRun:
+    """One job under one governor on one board (module doc).
 
-    def wait() -> None:
-        for t in pumps:
-            t.join()
-        proc.wait()
-        if parser is not None:
-            with lock:
-                parser.flush()
-        feed.end()
+    ``feed``: the job's progress (default: the board's own, else a new feed the caller fills —
+    :meth:`report`, or a command's output through :meth:`run_command`); ``job_units``: the job's
+    length when the caller knows it (else the feed's, when its source states it); ``log``: a
+    :class:`~dvfslab.job.log.JobLog` or a path; ``say``: where the one-line messages go."""
 
-    threading.Thread(target=wait, name="dvfslab-command", daemon=True).start()
-    return proc
-
-
-class GovernedJob:
-    """One command under one governor (module doc)."""
-
-    def __init__(self, governor: Governor, workload: Mapping[str, Any], probe: LiveProbe, log: JobLog, *,
-                 interval_s: float | None = None, baseline_windows: int = BASELINE_WINDOWS, simulated: bool = False,
-                 say: Callable[[str], None] = lambda s: None):
+    def __init__(self, governor: Governor, board: JobBoard, *, workload: Mapping[str, Any] | None = None,
+                 feed: ProgressFeed | None = None, log: JobLog | str | None = None, job_units: float | None = None,
+                 baseline_windows: int = BASELINE_WINDOWS, stall_s: float | None = None,
+                 say: Callable[[str], None] = lambda s: None, unit: str | None = None):
         if baseline_windows < 1:
             raise DvfsError(f"--baseline-windows must be >= 1 (the first is the calibration), got {baseline_windows}")
-        self.governor, self.workload, self.probe, self.log = governor, dict(workload), probe, log
-        self.interval_s, self.baseline_windows, self.simulated, self.say = interval_s, baseline_windows, simulated, say
+        if job_units is not None and not job_units > 0:
+            raise DvfsError(f"--job-units must be > 0, got {job_units!r}")
+        self.governor, self.board, self.workload = governor, board, dict(workload or {})
+        self.feed = feed if feed is not None else (board.feed if board.feed is not None else ProgressFeed())
+        if job_units is not None:
+            self.feed.job_units, self.feed.job_units_source = float(job_units), "given (job_units / --job-units)"
+        self.log = log if isinstance(log, JobLog) else JobLog(log)
+        self.baseline_windows, self.simulated, self.say = baseline_windows, board.simulated, say
+        self.probe = LiveProbe(board.levels, board.meter, self.feed, board.set_level, self._window,
+                               handled=board.handled, stall_s=stall_s, settle_s=board.settle_s,
+                               unit=unit or self.feed.unit, default_level=board.default_level,
+                               clock_knob=board.clock_knob)
         self.probes = 0
         self.decision = None
         self.level: float | None = None
+        self.plan: dict[str, Any] = {}
         self.note = ""
-        probe.on_window = self._window
+        self.result: dict[str, Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._loads: list[float] = []
 
+    # -- the log ----------------------------------------------------------------------------------
     def _window(self, w: Window) -> None:
+        if w.level is None and w.measurement and self.decision is None and self.board.gpu_load is not None:
+            load = self.board.gpu_load()  # the GPU's load over the default-clock windows (a feature)
+            if load is not None:
+                self._loads.append(float(load))
         rec = {"t_end_s": w.t_end_s, **w.record(), "probes_so_far": self.probes, "simulated": self.simulated}
         if w.phase == "probe" and w.measurement:
             self.probes += 1
@@ -104,26 +103,82 @@ class GovernedJob:
             self.say(f"{w.why}")
         self.log.write(rec)
 
-    def run(self) -> None:
-        """Calibrate, baseline, decide, hold until the command exits (module doc)."""
+    def _noise(self) -> None:
+        """The reading noise of the default-clock windows, into the probe model (module doc)."""
+        rows = [r for r in self.log.lines if r.get("phase") in ("calibration", "baseline")]
+        sigma, ref_units, n = window_noise([{**r, "level": "default"} for r in rows])
+        if sigma is None:
+            self.log.write({"event": "noise", "sigma": None, "windows": n,
+                            "note": "one default-clock window: no spread to read the noise from (the governor "
+                                    "plans with none; give --baseline-windows 2 or more)"})
+            return
+        source = f"spread of the energy per unit over the {n} default-clock windows of this job (live)"
+        self.probe.with_noise(sigma, ref_units, source)
+        self.log.write({"event": "noise", "sigma": sigma, "ref_units": ref_units, "windows": n, "source": source})
+        self.say(f"reading noise {100 * sigma:.2g} % over {ref_units:.3g} {self.probe.unit}(s) "
+                 f"(from {n} default-clock windows)")
+
+    def _features(self) -> None:
+        """A feature the user did not give, measured: the GPU's load over the default-clock windows."""
+        if "gpu_util_pct" in self.workload:
+            return
+        if not self._loads:
+            self.log.write({"event": "feature", "gpu_util_pct": None,
+                            "note": "no GPU utilisation given (--gpu-util) and the board reports no GPU load: a "
+                                    "governor that reads it has none"})
+            return
+        util = sum(self._loads) / len(self._loads)
+        self.workload["gpu_util_pct"] = util
+        self.log.write({"event": "feature", "gpu_util_pct": util, "readings": len(self._loads),
+                        "source": "measured: the GPU load over the default-clock windows"})
+        self.say(f"GPU utilisation {util:.3g} % measured over the default-clock windows (no --gpu-util given)")
+
+    def _plan(self) -> dict[str, Any]:
+        """The job's length the governor plans with (module doc)."""
+        done = self.probe.total
+        n, source = self.feed.job_units, self.feed.job_units_source
+        wl = self.workload
+        if n is None:
+            assumed = getattr(self.governor, "job_units", None)
+            self.plan = {"job_units": None, "plan_job_units": None, "source": "none",
+                         "note": "the progress source states no job length and none was given (--job-units N): "
+                                 + (f"{self.governor.name} plans with its default {assumed:g} units"
+                                    if isinstance(assumed, (int, float)) else
+                                    f"{self.governor.name} does not plan with one")}
+            self.say(self.plan["note"])
+        else:
+            left = max(n - done, 1.0)
+            self.plan = {"job_units": n, "plan_job_units": left, "units_done": done, "source": source}
+            wl = {**wl, "plan_job_units": left}
+            self.say(f"job length {n:g} {self.probe.unit}s ({source}): {left:g} left to plan with")
+        self.log.write({"event": "plan", **self.plan})
+        return wl
+
+    # -- the run ----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any] | None:
+        """Calibrate, baseline, decide, hold until the progress ends (module doc); returns
+        :attr:`decision`. The board is not restored here (:meth:`finish` does)."""
         p = self.probe
         try:
-            p.calibrate(self.interval_s)
-            self.log.write({"event": "probe-model", "tau_s": p.tau_s, **p.model.describe()})
+            p.calibrate()
             for _ in range(self.baseline_windows - 1):
                 p.window(None, p.model.window(None), "baseline")
+            self._noise()
+            self._features()
+            self.log.write({"event": "probe-model", "tau_s": p.tau_s, **p.model.describe()})
+            workload = self._plan()
             p.phase = "probe"
             if self.governor.probing:
-                self.decision = self.governor.decide(self.workload, p)
+                self.decision = self.governor.decide(workload, p)
             else:
-                self.decision = self.governor.decide(self.workload)
+                self.decision = self.governor.decide(workload)
             level = self.decision.level
             self.level = None if level is None else snap_mhz(float(level), p.levels)
             self.log.write({"event": "decision", "level": self.level, "decided_level": level,
                             "probes": self.probes, "probe_units": self.decision.probe_units,
                             "note": self.decision.note})
             self.say(f"{self.governor.name} decided "
-                     + ("the default clock" if self.level is None else f"{self.level:g} MHz")
+                     + ("the default clock" if self.level is None else f"{self.level:g}")
                      + f" after {self.probes} probe window(s)" + (f" ({self.decision.note})" if self.decision.note else ""))
             while True:
                 p.window(self.level, p.model.window(self.level), "hold")
@@ -134,14 +189,98 @@ class GovernedJob:
         except GovernorError as err:
             self.note = f"the governor failed: {err}"
             raise
+        return self.decision
+
+    def finish(self, exit_code: int | None = None) -> dict[str, Any]:
+        """Restore the board, close the meter, write the summary line; returns it (:attr:`result`)."""
+        try:
+            self.board.reset()
+        finally:
+            self.board.close()
+            self.result = self.summary(exit_code)
+            self.log.write(self.result)
+            self.log.close()
+        return self.result
 
     def summary(self, exit_code: int | None = None) -> dict[str, Any]:
         d = self.decision
         probe_units = sum(float(r.get("units", 0)) for r in self.log.lines if r.get("phase") == "probe"
                           and r.get("measurement"))
         note = "; ".join(x for x in (self.note, d.note if d is not None else "") if x)
-        s = summary(self.log.lines, policy=self.governor.name, chosen_level=self.level, decided=d is not None,
-                    probes=self.probes, probe_units=probe_units, unit=self.probe.unit, simulated=self.simulated,
-                    note=note, model=None if self.probe.model is None else self.probe.model.describe(),
-                    exit_code=exit_code)
-        return s
+        return summary(self.log.lines, policy=self.governor.name, chosen_level=self.level, decided=d is not None,
+                       probes=self.probes, probe_units=probe_units, unit=self.probe.unit, simulated=self.simulated,
+                       note=note, model=None if self.probe.model is None else self.probe.model.describe(),
+                       exit_code=exit_code, plan=self.plan)
+
+    # -- a child command --------------------------------------------------------------------------
+    def run_command(self, cmd: Sequence[str], parser=None, poller=None, *, before: Callable[[], None] | None = None
+                    ) -> int:
+        """Run ``cmd`` under the governor: its output passed through while ``parser`` reads it (or
+        ``poller`` reads a file / page); SIGINT / SIGTERM forwarded to it, the board restored first;
+        returns the command's exit code (``128 + signal`` when signalled). ``before``: called once
+        the signal handlers are in place (pinning other clocks)."""
+        fwd = Forwarder()
+        fwd.install()
+        rc: int | None = None
+        try:
+            if before is not None:
+                before()
+            fwd.child = start_command(cmd, self.feed, parser)
+            if poller is not None:
+                poller.start()
+            try:
+                self.run()
+            except Signalled:
+                raise  # already forwarded to the command by the handler
+            except BaseException:
+                fwd.forward(signal.SIGTERM)  # the governor failed: stop the command too
+                raise
+            rc = exit_code(fwd.child.wait())
+            return rc
+        except Signalled as sig:
+            if not fwd.forwarded:
+                fwd.forward(sig.signum)
+            self.board.reset()  # restore first, then wait for the command to finish
+            if fwd.child is not None:
+                fwd.child.wait()
+            self.note = f"{signal.Signals(sig.signum).name}: the command was stopped"
+            self.say(f"{signal.Signals(sig.signum).name} forwarded to the command")
+            rc = 128 + sig.signum
+            return rc
+        finally:
+            if poller is not None:
+                poller.stop()
+            fwd.uninstall()
+            self.finish(rc)
+
+    # -- a Python loop ----------------------------------------------------------------------------
+    def report(self, total: float | None = None, *, units: float = 1.0) -> None:
+        """The caller's progress: the running ``total`` of units done (or ``units`` more)."""
+        if self._error is not None:
+            raise self._error
+        self.feed.put(self.feed.total + units if total is None else float(total))
+
+    def __enter__(self) -> GovernedRun:
+        def loop() -> None:
+            try:
+                self.run()
+            except BaseException as err:  # noqa: BLE001 (raised again in the caller's thread)
+                self._error = err
+
+        self._thread = threading.Thread(target=loop, name="dvfslab-governed-run", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.feed.end()
+        if self._thread is not None:
+            self._thread.join()
+        if exc is not None:
+            self.note = f"the loop stopped: {exc_type.__name__}"
+        self.finish()
+        if self._error is not None and exc is None:
+            raise self._error
+
+
+#: the name dvfslab 0.x used (one command under one governor)
+GovernedJob = GovernedRun

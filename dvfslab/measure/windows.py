@@ -16,6 +16,13 @@ from dvfslab.measure.energy import Measurement
 
 IDLE_WINDOW = "dvfslab.measure.sampler:idle"  # distinct from any user window name
 
+#: power-sensor samples one reading of a level needs: the ONE figure the replay's probe model
+#: charges (:mod:`dvfslab.evaluation.probes`) and a live window reads (:mod:`dvfslab.job.live`)
+SENSOR_SAMPLES = 5
+#: the clock's settle time (s) before a reading: what dvfslab's own clock lock waits for
+#: ``cur_freq`` to reach its target (``hw.jetson.clocks``, ``settle_s``)
+SETTLE_S = 0.2
+
 
 class SamplerError(DvfsError):
     """The sampler was used in a way it cannot serve (not started, no way to wait, ...)."""

@@ -1,0 +1,222 @@
+"""The replay board: one workload of a dataset served as a board on a virtual clock, so that a
+governor replayed over a dataset runs the exact code ``dvfslab govern`` runs on a machine
+(:class:`~dvfslab.job.runner.GovernedRun`: calibration windows, settle, sensor windows, the
+decision, the hold, the log and its whole-job summary).
+
+A :class:`ReplayCell` is what the board serves: each level's time and energy per unit, and the
+default's (the dataset's baseline policy). The :class:`ReplayBoard` makes the job's progress
+itself (its :class:`ReplayFeed` runs one unit at the locked level each time the runner waits for
+progress, and ends after ``job_units``), keeps the job's true time and energy, and reads a
+window's energy through a power sensor sampled every ``interval_s`` of virtual time: each sample
+carries a standard normal draw, and a window of ``n`` samples reads its true energy times a
+log-normal factor of mean 1 and coefficient of variation ``sigma_sample / sqrt(n)`` driven by the
+mean of its ``n`` draws (never negative, as the replay's probes read, :mod:`dvfslab.analysis.steps`).
+Time is read exactly (the progress events' times).
+
+**Noise, a caller's argument** (this layer does not import the evaluation's estimators). The
+caller passes ``sigma_sample``: the dataset's reading noise (a CV over ``u`` units read) is one
+sample's ``sigma * sqrt(n)``, ``n`` the samples those units span (:func:`per_sample_sigma`).
+Where nothing is estimated, the stated priors per sensor (:data:`SENSOR_NOISE_PRIOR`, never 0) are
+assumptions, not measurements: ``ina3221`` (a Jetson's rails through tegrastats or sysfs) 2 %
+a sample; ``nvml`` (a data-centre GPU's ``nvmlDeviceGetPowerUsage``, documented "accurate to
+within +/- 5 watts", about 5 % of a 100 W reading) 5 % a sample.
+
+:func:`govern_replay` runs one governor on one cell through :class:`GovernedRun` and returns
+its summary, with the job's true totals beside it. Board side of the evaluation: no pandas
+(:func:`cell_from_dataset` imports the analysis room to read a dataset).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dvfslab.core.errors import DvfsError
+from dvfslab.job.board import JobBoard
+from dvfslab.job.progress import ENDED, ProgressFeed
+from dvfslab.measure.windows import SETTLE_S
+
+#: per-sample reading noise (a CV) assumed of each sensor where no replicate measures it (module doc)
+SENSOR_NOISE_PRIOR = {"ina3221": 0.02, "nvml": 0.05}
+#: the sensor's sampling interval assumed where a dataset states none: tegrastats' default (1 s)
+DEFAULT_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class ReplayCell:
+    """One workload's figures per unit: ``levels`` ``{level: (time_s, energy_j)}`` and the
+    default's ``default`` ``(time_s, energy_j)`` (the baseline policy: the board's own clock);
+    ``unit``: the job's unit; ``source``: where the figures come from."""
+
+    levels: Mapping[float, tuple[float, float]]
+    default: tuple[float, float]
+    unit: str = "step"
+    source: str = "hand-written"
+    simulated: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for level, (t, e) in [*self.levels.items(), (None, self.default)]:
+            if not (t > 0 and e > 0 and math.isfinite(t) and math.isfinite(e)):
+                raise DvfsError(f"{self.source}: level {level}: a unit needs time > 0 and energy > 0, got {t!r} s, "
+                                f"{e!r} J")
+
+    def at(self, level: float | None) -> tuple[float, float]:
+        if level is None:
+            return self.default
+        try:
+            return self.levels[float(level)]
+        except KeyError:
+            raise DvfsError(f"{self.source}: level {level:g} is not in the cell ({sorted(self.levels)})") from None
+
+
+def per_sample_sigma(sigma: float, units_read: float, time_per_unit_s: float, interval_s: float) -> float:
+    """One sensor sample's CV so that a window of ``units_read`` units (``units_read *
+    time_per_unit_s / interval_s`` samples, at least one) reads with CV ``sigma``."""
+    n = max(1.0, units_read * time_per_unit_s / interval_s)
+    return float(sigma) * math.sqrt(n)
+
+
+class ReplayFeed(ProgressFeed):
+    """The board's own progress: each :meth:`get` runs one unit at the locked level (module doc)."""
+
+    def __init__(self, board: ReplayBoard):
+        super().__init__()
+        self.board = board
+        self.unit = board.cell.unit
+
+    def get(self, timeout_s: float | None) -> tuple[float, float | None] | None:
+        if self.board.units >= self.board.job_units - 1e-9:
+            return ENDED
+        self.board.run_unit()
+        self.total = self.board.units
+        return self.total, self.board.now()
+
+
+class ReplayMeter:
+    """The replay board's power sensor (module doc): energy read over a window with per-sample noise."""
+
+    simulated = False
+    virtual = True
+    stamps_on_arrival = False
+
+    def __init__(self, board: ReplayBoard):
+        self.board = board
+        self._t0 = self._e0 = 0.0
+
+    def now(self) -> float:
+        return self.board.now()
+
+    def sample_interval_s(self) -> float:
+        return self.board.interval_s
+
+    def begin(self) -> None:
+        self._t0, self._e0 = self.board.time_s, self.board.energy_j
+
+    def event(self, units: float) -> None:
+        pass
+
+    def end(self) -> tuple[float, float, int]:
+        dt, de = self.board.time_s - self._t0, self.board.energy_j - self._e0
+        n = max(1, int(math.floor(dt / self.board.interval_s + 1e-9)))
+        sigma = self.board.sigma_sample
+        if sigma <= 0:
+            return dt, de, n
+        # n samples' draws, their mean a N(0, sigma / sqrt(n)); read as a log-normal factor of that CV
+        # (mean 1, never negative), as the replay's probes read (dvfslab.analysis.steps)
+        z = sum(self.board.rng.gauss(0.0, 1.0) for _ in range(n)) / math.sqrt(n)
+        s = math.sqrt(math.log1p(sigma * sigma / n))
+        return dt, de * math.exp(s * z - s * s / 2.0), n
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayBoard:
+    """A dataset's cell as a board on a virtual clock (module doc)."""
+
+    def __init__(self, cell: ReplayCell, job_units: float, *, sigma_sample: float, interval_s: float = DEFAULT_INTERVAL_S,
+                 settle_s: float = SETTLE_S, seed: int = 0):
+        if not job_units > 0:
+            raise DvfsError(f"a replayed job needs job_units > 0, got {job_units!r}")
+        if not (sigma_sample >= 0 and interval_s > 0 and settle_s >= 0):
+            raise DvfsError(f"the replay board needs sigma_sample >= 0, interval_s > 0, settle_s >= 0; got "
+                            f"{sigma_sample!r}, {interval_s!r}, {settle_s!r}")
+        self.cell, self.job_units = cell, float(job_units)
+        self.sigma_sample, self.interval_s, self.settle_s = float(sigma_sample), float(interval_s), float(settle_s)
+        self.rng = random.Random(seed)
+        self.level: float | None = None
+        self.units = self.time_s = self.energy_j = 0.0
+        self.units_at: dict[float | None, float] = {}  # the units run at each level (the true account)
+
+    def now(self) -> float:
+        return self.time_s
+
+    def run_unit(self) -> None:
+        t, e = self.cell.at(self.level)
+        self.units += 1.0
+        self.time_s += t
+        self.energy_j += e
+        self.units_at[self.level] = self.units_at.get(self.level, 0.0) + 1.0
+
+    def lock(self, level: float) -> None:
+        self.cell.at(level)  # refuses a level not in the cell
+        self.level = float(level)
+
+    def reset(self) -> None:
+        self.level = None
+
+    def job_board(self) -> JobBoard:
+        return JobBoard(f"the replay of {self.cell.source}", sorted(self.cell.levels), self.lock, self.reset,
+                        ReplayMeter(self), settle_s=self.settle_s, simulated=self.cell.simulated, feed=ReplayFeed(self),
+                        restored=lambda: "the replay board's clock is back at its default")
+
+
+def govern_replay(governor, cell: ReplayCell, job_units: float, seed: int = 0, *, sigma_sample: float,
+                  interval_s: float = DEFAULT_INTERVAL_S, settle_s: float = SETTLE_S,
+                  known_units: float | None | str = "job", workload: Mapping[str, Any] | None = None,
+                  baseline_windows: int = 3, log=None) -> dict[str, Any]:
+    """One governor over one replayed job through :class:`~dvfslab.job.runner.GovernedRun` (the
+    code ``dvfslab govern`` runs): its summary line, with ``true_energy_j``, ``true_time_s``,
+    ``true_units_at`` (the job the board ran) and ``default_energy_j`` / ``default_time_s`` (the
+    same job at the default). ``known_units``: the length the progress source states (``"job"``:
+    ``job_units``; None: none, the governor assumes its own)."""
+    from dvfslab.job.runner import GovernedRun
+
+    board = ReplayBoard(cell, job_units, sigma_sample=sigma_sample, interval_s=interval_s, settle_s=settle_s, seed=seed)
+    run = GovernedRun(governor, board.job_board(), workload=workload, log=log, baseline_windows=baseline_windows,
+                      job_units=job_units if known_units == "job" else known_units, unit=cell.unit)
+    run.run()
+    out = dict(run.finish())
+    t, e = cell.default
+    out.update(true_energy_j=board.energy_j, true_time_s=board.time_s, true_units=board.units,
+               true_units_at={("default" if k is None else format(k, "g")): v for k, v in board.units_at.items()},
+               default_energy_j=e * board.units, default_time_s=t * board.units)
+    return out
+
+
+def cell_from_dataset(path, workload_id: str) -> ReplayCell:
+    """The cell of one workload of a dataset folder: each level's and the baseline's rep means per
+    unit (``steps`` of a run; one unit a run without), from :class:`~dvfslab.analysis.steps.StepSource`."""
+    from dvfslab.analysis import sweep_from_dataset
+    from dvfslab.analysis.steps import StepSource
+    from dvfslab.core.errors import SweepError
+    from dvfslab.data.contract import load_dataset
+
+    ds = load_dataset(path)
+    sweep = sweep_from_dataset(ds)
+    src = StepSource(sweep, ds.runs, None)
+    if workload_id not in sweep.workload_ids():
+        some = ", ".join(sweep.workload_ids()[:5])
+        raise DvfsError(f"{path}: no workload {workload_id!r} with level runs and a baseline (e.g. {some}); "
+                        "give one of them with --workload")
+    try:
+        levels = {float(f): src.per_unit(workload_id, float(f)) for f in sweep.curve(workload_id)[0]}
+        default = src.per_unit(workload_id, None)
+    except SweepError as err:
+        raise DvfsError(f"{path}: {err}") from None
+    return ReplayCell(levels, default, unit="step" if src.units(workload_id) > 1 else "run",
+                      source=f"{path} {workload_id}", simulated=sweep.simulated, meta=dict(ds.meta))
