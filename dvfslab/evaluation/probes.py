@@ -82,6 +82,7 @@ import pandas as pd
 from dvfslab.analysis.steps import StepSource, rep_cv, run_units
 from dvfslab.analysis.training import TrainingData
 from dvfslab.governors.probemodel import IDEALISED, ProbeModel
+from dvfslab.measure.windows import SENSOR_SAMPLES, SETTLE_S
 
 #: Zeus's live profiler, ``zeus/optimizer/power_limit.py`` (GlobalPowerLimitOptimizer defaults)
 ZEUS_WARMUP_ITERS, ZEUS_PROFILE_ITERS = 10, 40
@@ -98,9 +99,8 @@ ZEUS_TRAIN_SAMPLES: dict[str, tuple[int, str]] = {
     "sentiment140": (425_000, "a Capriccio slice's training tweets (Zeus NSDI'23 artifact, "
                               "examples/research_reproducibility/zeus_nsdi23/capriccio/README.md)"),
 }
-#: power-sensor samples a Jetson clock reading needs, and the clock's settle time (s): what
-#: dvfslab's own clock lock waits for cur_freq to reach its target (hw.jetson.clocks, ``settle_s``)
-SENSOR_SAMPLES, SETTLE_S = 5, 0.2
+# SENSOR_SAMPLES, SETTLE_S (measure.windows): the power-sensor samples a clock reading needs and
+# the clock's settle time (s); one constant for the live runner and this replay
 LOUDVA_INTERVAL_S, TEGRASTATS_DEFAULT_S = 0.5, 1.0
 #: a robust standard deviation from the median absolute deviation (normal data)
 MAD_TO_SD = 1.4826
