@@ -23,7 +23,6 @@ from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import (
     AGX_ORIN_64GB,
     AGX_XAVIER,
-    PowerMode,
     SimWorkload,
     emc_mhz,
     gpu_rail_w,
