@@ -99,6 +99,8 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("auto", "jetson", "nvml", "sim"), default="auto",
                    help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), or "
                         "the simulated board (nothing real changes; every figure simulated)")
+    p.add_argument("--board", metavar="BOARD",
+                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb; agx-xavier)")
     p.add_argument("--knob", choices=("clock", "power-limit"), default="clock",
                    help="what a level is: the GPU clock (MHz, default) or, with --backend nvml, the GPU's power "
                         "limit (W, from its maximum down to its minimum in 25 W steps)")
@@ -124,13 +126,23 @@ def workload_features(args) -> dict:
     return feats
 
 
+def sim_board(args) -> dict:
+    """``--board`` as the sim backend's option (refused with another backend)."""
+    if getattr(args, "board", None) is None:
+        return {}
+    if args.backend != "sim":
+        raise DvfsError(f"--board {args.board} chooses a simulated module: add --backend sim")
+    return {"board": args.board}
+
+
 def _clock_control(args):
+    sim = sim_board(args)
     if args.backend == "sim":
         from dvfslab.hw import get_backend
 
         print("dvfslab govern: --backend sim: the level is locked on the SIMULATED board; this machine's GPU is "
               "not touched", file=sys.stderr)
-        return get_backend("sim").clocks
+        return get_backend("sim", **sim).clocks
     try:
         return common.open_clocks(args)
     except BackendUnavailableError as err:
@@ -230,13 +242,14 @@ def _backend(args, feats: dict):
     """``(clocks, meter, levels, handled, interval_s, settle_s, simulated)`` for the governed run."""
     from dvfslab.job.live import SamplerMeter, SimMeter
 
+    sim = sim_board(args)
     if args.backend == "sim":
         from dvfslab.hw import get_backend
 
         print("dvfslab govern: --backend sim: each unit the command reports is one step of the SIMULATED board "
               "at the locked level; this machine's GPU is not touched and every figure is simulated",
               file=sys.stderr)
-        be = get_backend("sim")
+        be = get_backend("sim", **sim)
         meter = SimMeter(be.board, _sim_workload(feats))
         return be.clocks, meter, be.clocks.levels_mhz(), None, meter.interval_s, meter.interval_s, True
     if args.knob == "power-limit" and args.backend != "nvml":

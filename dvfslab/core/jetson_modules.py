@@ -160,6 +160,13 @@ class Board:
         """The loads the "CPU + GPU" total reads, each once."""
         return tuple(load for r in self.rails if r.name in self.total_rails for load in r.feeds)
 
+    @property
+    def board_rails(self) -> tuple[str, ...]:
+        """The rails whose sum is the whole module: its input rail alone when it has one (``VDD_IN``
+        already reads every other rail's load), else every rail."""
+        inputs = tuple(r.name for r in self.rails if r.is_input)
+        return inputs or self.rail_names
+
     def total_w(self, rail_w: Mapping[str, float]) -> float:
         """The "CPU + GPU" total of one reading of every rail: each total rail summed once."""
         return float(sum(rail_w[r] for r in self.total_rails))
