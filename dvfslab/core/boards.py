@@ -130,10 +130,11 @@ def check_module_records(records=None) -> None:
                                    f"family's {fam.total_rails}")
 
 
-def module_for(model: str | None = None, compatible: str | None = None) -> Board | None:
-    """The module record of a board: by the part number its device-tree ``compatible`` (or
-    ``nvidia,boardids``) names, as jetson-stats identifies modules; None when no record has it
-    (the model string alone cannot tell an Orin NX 16GB from an 8GB, so it is not used)."""
+def module_for(compatible: str | None) -> Board | None:
+    """The module record of a board by the part number its device-tree ``compatible`` (or
+    ``nvidia,boardids``) text names, as jetson-stats identifies modules; None when no record has
+    it. The model string is not used: ``NVIDIA Jetson Orin NX ... Developer Kit`` cannot tell an
+    Orin NX 16GB (p3767-0000) from an 8GB (p3767-0001) — :func:`family_for_model` gives the family."""
     from dvfslab.core.jetson_modules import board_for_compatible
 
     return board_for_compatible(compatible)

@@ -1,0 +1,182 @@
+"""The module records (dvfslab.core.jetson_modules): identity by part number, validation when
+built, the shared rail summed once (records, twin, fakes), the SYS5V rule, and --board."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dvfslab.cli import main
+from dvfslab.cli.govern import sim_board
+from dvfslab.core import boards, jetson_modules
+from dvfslab.core.errors import DvfsError
+from dvfslab.core.jetson_modules import (
+    AGX_ORIN_64GB,
+    ORIN_NX_16GB,
+    BoardRecordError,
+    ModeCaps,
+    Rail,
+    board_for_compatible,
+    board_for_part,
+)
+from dvfslab.hw import get_backend
+from dvfslab.hw.jetson.board import board_module
+from dvfslab.hw.jetson.nvpmodel import parse_power_modes
+from dvfslab.hw.jetson.sysfs import SysfsIO
+from dvfslab.sim.backend import open_backend
+from dvfslab.sim.board import SimBoard
+from dvfslab.sim.model import SimWorkload, rail_watts
+from dvfslab.sim.profiles import PROFILES
+from dvfslab.testing.fake_sysfs import build_board
+
+DUMP = Path(__file__).parent / "data" / "nvpmodel" / "agx_orin_64gb_nvpmodel_p_verbose.txt"
+
+
+# -- identity ------------------------------------------------------------------------------------
+
+def test_modules_are_told_apart_by_part_number_as_jetson_stats_does():
+    """jetson-stats' MODULE_NAME_TABLE: p3767-0000 Orin NX 16GB, p3767-0001 Orin NX 8GB, p3701-0005
+    AGX Orin 64GB; the device tree's compatible names the carrier first, then the module."""
+    assert board_for_part("p3767-0000").key == "orin-nx-16gb"
+    assert board_for_part("P3767-0001").key == "orin-nx-8gb"
+    assert board_for_part("p3701-0005").key == "agx-orin-64gb"
+    assert board_for_part("p9999-0000") is None and board_for_part("") is None
+    compatible = "nvidia,p3768-0000+p3767-0001\0nvidia,p3767-0001\0nvidia,tegra234\0"
+    assert board_for_compatible(compatible).key == "orin-nx-8gb"
+    assert boards.module_for("3767:0000").key == "orin-nx-16gb"  # nvidia,boardids form
+
+
+def test_the_hardware_reads_the_module_from_the_device_tree(tmp_path):
+    nx = build_board(tmp_path / "nx", "orin-nx-jp6")
+    assert board_module(SysfsIO(nx.root)) is ORIN_NX_16GB
+    agx = build_board(tmp_path / "agx", "agx-orin-jp6")  # its fake writes no compatible
+    assert board_module(SysfsIO(agx.root)) is None
+
+
+# -- validation when built -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, words", [
+    ({"modes": (ModeCaps(0, "MAXN"), ModeCaps(2, "15W", gpu_max_mhz=650.0))}, "caps the GPU at 650 MHz"),
+    ({"modes": (ModeCaps(0, "MAXN", emc_max_mhz=2500.0),)}, "caps the EMC at 2500 MHz"),
+    ({"modes": (ModeCaps(0, "MAXN", cpu_max_mhz=2201.6),)}, "caps the CPU at 2201.6 MHz"),
+    ({"modes": (ModeCaps(0, "MAXN", cpu_online=12),)}, "puts 12 CPU cores online"),
+    ({"modes": (ModeCaps(0, "MAXN", tpc_pg_mask=15),)}, "gates every one of its 4 TPCs"),
+    ({"rails": (Rail("VDD_IN", ("module",)), Rail("VDD_CPU_GPU_CV", ("cpu", "gpu")), Rail("VDD_SOC", ("soc", "gpu")))},
+     "load 'gpu' is fed by two rails"),
+    ({"rails": (Rail("VDD_IN", ("module",)), Rail("VDD_CPU_GPU_CV", ("cpu", "gpu")), Rail("VDD_CPU_GPU_CV", ("soc",)))},
+     "a rail is listed twice"),
+    ({"total_rails": ("VDD_SOC",)}, "must feed the GPU and the CPU"),
+    ({"total_rails": ("VDD_IN", "VDD_CPU_GPU_CV")}, "no input rail"),
+])
+def test_a_record_that_contradicts_itself_is_refused_in_one_line(change, words):
+    with pytest.raises(BoardRecordError) as err:
+        dataclasses.replace(ORIN_NX_16GB, **change)
+    assert words in str(err.value) and "orin-nx-16gb" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_record_whose_rails_are_not_its_familys_channels_is_refused():
+    wrong = dataclasses.replace(ORIN_NX_16GB, family="AGX Orin")
+    with pytest.raises(BoardRecordError, match="not all channels of the AGX Orin monitors"):
+        boards.check_module_records([wrong])
+
+
+def test_the_agx_orin_records_modes_are_the_real_nvpmodel_dump():
+    """The record types the four modes in; the real dump (read by nvpmodel's parser) must say the same."""
+    dumped = parse_power_modes(DUMP.read_text())
+    assert sorted(dumped) == [m.id for m in AGX_ORIN_64GB.modes] == [0, 1, 2, 3]
+    for m in AGX_ORIN_64GB.modes:
+        d = dumped[m.id]
+        assert (d.name, d.gpu_max_mhz, d.tpc_pg_mask, d.cpu_online, d.cpu_max_mhz, d.emc_max_mhz) == \
+               (m.name, m.gpu_max_mhz, m.tpc_pg_mask, m.cpu_online, m.cpu_max_mhz, m.emc_max_mhz)
+
+
+# -- the shared rail, summed once ---------------------------------------------------------------
+
+def test_the_orin_nx_total_sums_its_shared_rail_once():
+    """Hand sum: CPU+GPU = VDD_CPU_GPU_CV + VDD_SOC = 3.2 + 1.5 = 4.7 W (VDD_IN, the input, is not in it)."""
+    assert ORIN_NX_16GB.total_w({"VDD_IN": 7.0, "VDD_CPU_GPU_CV": 3.2, "VDD_SOC": 1.5}) == pytest.approx(4.7, abs=1e-12)
+    assert ORIN_NX_16GB.total_loads == ("cpu", "gpu", "cv", "soc")
+    assert ORIN_NX_16GB.board_rails == ("VDD_IN",)  # the whole module: the input rail alone
+
+
+def test_the_twins_orin_nx_rails_read_each_load_once():
+    """Loads of 10 W GPU side (3 W of it the SoC's), 2 W CPU, 0.5 W DRAM: by hand VDD_CPU_GPU_CV =
+    (10 - 3) + 2 = 9 W, VDD_SOC = 3 W, VDD_IN = every load + the module's remainder (the Orin Nano's idle
+    VDD_IN 4.761 - 0.515 - 1.428 = 2.818 W) = 7 + 3 + 2 + 0.5 + 2.818 = 15.318 W; the total 12 W."""
+    rails = rail_watts(PROFILES["orin-nx-16gb"], 10.0, 2.0, 0.5, 3.0)
+    assert rails == pytest.approx({"VDD_IN": 15.318, "VDD_CPU_GPU_CV": 9.0, "VDD_SOC": 3.0}, abs=1e-9)
+
+
+def test_a_training_orin_nx_reads_the_gpu_on_its_shared_rail():
+    """Each tick: VDD_CPU_GPU_CV + VDD_SOC is the CPU+GPU power the twin integrates (within the two
+    readings' mW rounding), and VDD_CPU_GPU_CV holds more than the CPU (before #38 it held the CPU alone)."""
+    quiet = dataclasses.replace(PROFILES["orin-nx-16gb"], sensor_sigma=0.0)
+    backend = open_backend(quiet, seed=1)
+    backend.clocks.lock(918.0)
+    got = []
+    backend.board.train(SimWorkload.from_catalog("bert-base", "rte"), 20, on_ticks=got.append, tick_s=0.05)
+    ticks = got[0]
+    mw = backend.power.read_ticks(ticks)["rails_mw"]
+    total_mw = 1000.0 * (ticks.gpu_w + ticks.cpu_w)
+    assert np.abs(mw["VDD_CPU_GPU_CV"] + mw["VDD_SOC"] - total_mw).max() <= 1.0
+    assert (mw["VDD_CPU_GPU_CV"] - 1000.0 * ticks.cpu_w).min() > 1000.0  # the GPU's watts are on it
+
+
+# -- the SYS5V rail follows the load, and through it the mode ---------------------------------------
+
+@pytest.mark.parametrize("mode", ["MAXN", "MODE_15W"])
+def test_sys5v_follows_the_cpu_gpu_load_by_the_stated_rule(mode):
+    """docs/calibration.md, "The SYS5V rail": VIN_SYS_5V0 = 4.02849 W (its fitted idle) + 0.2608 x (the
+    CPU+GPU power - 2.764191 W, an idle board's: 2.36928 + 0.394911). Checked on the readings themselves
+    (the other two rails at the same tick), to the mW rounding of three readings (1.5 mW)."""
+    quiet = dataclasses.replace(PROFILES["agx-orin-64gb"], sensor_sigma=0.0)
+    backend = open_backend(quiet, seed=2, power_mode=mode)
+    got = []
+    backend.board.train(SimWorkload.from_catalog("bert-base", "rte"), 30, on_ticks=got.append, tick_s=0.05)
+    mw = backend.power.read_ticks(got[0])["rails_mw"]
+    total_w = (mw["VDD_GPU_SOC"] + mw["VDD_CPU_CV"]) / 1000.0
+    expected_mw = 1000.0 * (4.02849 + 0.2608 * (total_w - 2.764191))
+    assert np.abs(mw["VIN_SYS_5V0"] - expected_mw).max() <= 1.5
+    assert mw["VIN_SYS_5V0"].mean() > 4028.49 + 100.0  # not the constant idle watts
+
+
+def test_sys5v_at_idle_is_its_idle_watts():
+    quiet = dataclasses.replace(PROFILES["agx-orin-64gb"], sensor_sigma=0.0)
+    board = SimBoard(quiet, seed=0, power_mode="MODE_15W")
+    assert board.power_w()["VIN_SYS_5V0"] == pytest.approx(4.02849, abs=1e-9)
+
+
+# -- --board ---------------------------------------------------------------------------------------
+
+def test_simulate_board_orin_nx_runs_and_says_simulated_orin_nx(tmp_path, capsys):
+    assert main(["simulate", "--board", "orin-nx-16gb", "--quick", "--out", str(tmp_path / "nx")]) == 0
+    assert "SIMULATED on Jetson Orin NX 16GB" in capsys.readouterr().out
+    device = json.loads((tmp_path / "nx" / "meta.json").read_text())["device"]
+    assert device["simulated"] is True and device["profile"] == "orin-nx-16gb"
+    assert "Orin NX 16GB (simulated" in device["board"]
+    assert device["total_rails"] == ["VDD_CPU_GPU_CV", "VDD_SOC"]
+
+
+def test_sweep_board_with_a_real_backend_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "--backend", "jetson", "--board", "orin-nx-16gb", "--out", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--board orin-nx-16gb" in err and "--backend sim" in err and "\n" not in err
+
+
+def test_govern_board_opens_that_simulated_module_and_only_on_sim():
+    assert sim_board(argparse.Namespace(board=None, backend="jetson")) == {}
+    options = sim_board(argparse.Namespace(board="orin-nx-16gb", backend="sim"))
+    assert get_backend("sim", **options).description["profile"] == "orin-nx-16gb"
+    with pytest.raises(DvfsError, match="--board orin-nx-16gb chooses a simulated module: add --backend sim"):
+        sim_board(argparse.Namespace(board="orin-nx-16gb", backend="jetson"))
+
+
+def test_every_twin_profile_is_keyed_by_a_module_record():
+    for p in PROFILES.values():
+        assert jetson_modules.BOARDS[p.name] is p.board
