@@ -254,9 +254,21 @@ def orin_power_modes() -> tuple[PowerMode, ...]:
     return tuple(sorted(modes.values(), key=lambda m: (not m.is_maxn, m.id)))
 
 
-#: VIN_SYS_5V0's share of the CPU+GPU power above idle: the jp7-12pct snapshot (docs/calibration.md,
-#: "The SYS5V rail"): (5.500 - 4.0285) W / ((5.139 + 3.268) - (2.3695 + 0.395)) W = 1.4715 / 5.6425
-ORIN_SYS_W_PER_W = 0.2608
+#: real AGX Orin tegrastats snapshots whose load beyond idle is CPU and GPU work only (docs/calibration.md,
+#: "The SYS5V rail"; the lines are in dvfslab.sim.readings): (VDD_GPU_SOC + VDD_CPU_CV, VIN_SYS_5V0) in W,
+#: first the idle board (the mean of idle-64gb-jp5 and idle-64gb-go), then jp7-12pct and r36-305mhz
+SYS5V_SNAPSHOTS_W = (((2.399 + 2.340) / 2 + (0.400 + 0.390) / 2, (4.032 + 4.025) / 2),
+                     (5.139 + 3.268, 5.500), (3.205 + 4.405, 4.767))
+
+
+def sys5v_share(snapshots=SYS5V_SNAPSHOTS_W) -> float:
+    """VIN_SYS_5V0's watts per watt of CPU+GPU power above idle: the least-squares slope through the idle
+    snapshot (Σ ΔP·ΔS / Σ ΔP²) of the loaded ones; 0.2148 from the two above."""
+    (p0, s0), loaded = snapshots[0], snapshots[1:]
+    return sum((p - p0) * (s - s0) for p, s in loaded) / sum((p - p0) ** 2 for p, _ in loaded)
+
+
+ORIN_SYS_W_PER_W = sys5v_share()
 
 
 def agx_orin_64gb(fitted: Mapping[str, float]) -> BoardProfile:
