@@ -128,6 +128,13 @@ def rail_watts(profile: BoardProfile, gpu_w, cpu_w, dram_w, soc_w) -> dict:
     return out
 
 
+def module_w(profile: BoardProfile, gpu_w, cpu_w, dram_w, soc_w) -> np.ndarray:
+    """The whole module's power (W): its input rail alone when it has one (it reads every load),
+    else the sum of every rail (:func:`rail_watts`; the record's ``board_rails``)."""
+    rails = rail_watts(profile, gpu_w, cpu_w, dram_w, soc_w)
+    return sum((rails[r] for r in profile.board.board_rails), np.zeros_like(np.asarray(gpu_w, dtype=float)))
+
+
 def cpu_rail_w(profile: BoardProfile, busy_cores, *, clusters=0.0, cpu_clock_ratio=1.0) -> np.ndarray:
     """Power of the CPU rail (W): idle, plus clusters clocked up and busy cores at ``cpu_clock_ratio``
     of the top CPU clock, both ∝ ratio^cpu_power_exp (f·V²)."""
