@@ -24,6 +24,7 @@ from dvfslab.core.jetson_modules import (
     board_for_compatible,
     board_for_part,
 )
+from dvfslab.data.loudva import import_loudva
 from dvfslab.hw import get_backend
 from dvfslab.hw.jetson.board import board_module
 from dvfslab.hw.jetson.nvpmodel import parse_power_modes
@@ -182,3 +183,10 @@ def test_govern_board_opens_that_simulated_module_and_only_on_sim():
 def test_every_twin_profile_is_keyed_by_a_module_record():
     for p in PROFILES.values():
         assert jetson_modules.BOARDS[p.name] is p.board
+
+
+def test_the_real_loudva_agx_xavier_sweep_ran_at_the_xavier_records_levels(tmp_path):
+    """LoudVA's AGX Xavier measurements (data/external/loudva, MIT) were taken at 14 GPU clocks: the
+    record's table, every one of them (real data checks the record)."""
+    ds = import_loudva(Path(__file__).parents[1] / "data" / "external" / "loudva", "agx-xavier", tmp_path / "x")
+    assert tuple(ds.levels) == jetson_modules.AGX_XAVIER.gpu_levels_mhz
