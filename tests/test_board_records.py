@@ -190,3 +190,13 @@ def test_the_real_loudva_agx_xavier_sweep_ran_at_the_xavier_records_levels(tmp_p
     record's table, every one of them (real data checks the record)."""
     ds = import_loudva(Path(__file__).parents[1] / "data" / "external" / "loudva", "agx-xavier", tmp_path / "x")
     assert tuple(ds.levels) == jetson_modules.AGX_XAVIER.gpu_levels_mhz
+
+
+def test_a_twin_sweep_on_another_module_resumes_on_it_without_board_again(tmp_path, capsys):
+    out = str(tmp_path / "nx")
+    args = ["sweep", "--backend", "sim", "--out", out, "--workloads", "bert-small/sst2", "--freqs", "306", "918",
+            "--steps", "3", "--warmup-steps", "0", "--no-maxn"]
+    assert main([*args, "--board", "orin-nx-16gb"]) == 0
+    assert main(["sweep", "--backend", "sim", "--out", out, "--resume"]) == 0  # not refused as another board
+    assert json.loads((tmp_path / "nx" / "meta.json").read_text())["device"]["profile"] == "orin-nx-16gb"
+    assert "Orin NX 16GB" not in capsys.readouterr().err

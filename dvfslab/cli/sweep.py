@@ -187,6 +187,8 @@ def backend_options(args) -> dict:
     """The backend's options; the twin's seed is ``--seed``, else on resume the sweep's own."""
     seed = args.seed if args.seed is not None else (_stored_plan(args) or {}).get("seed", PLAN_DEFAULTS["seed"])
     board = getattr(args, "board", None)
+    if board is None and args.backend == "sim":
+        board = _stored_sim_board(args)
     if board is not None and args.backend != "sim":
         raise DvfsError(f"--board {board} chooses a simulated module: use it with --backend sim (a real board "
                         "is the one the sweep runs on)")
@@ -380,6 +382,17 @@ def _stored_plan(args) -> dict | None:
     """``plan.json`` of the sweep ``--resume`` continues (its board kind: None for a local sweep)."""
     path = Path(args.out) / "plan.json"
     return json.loads(path.read_text()) if args.resume and path.exists() else None
+
+
+def _stored_sim_board(args) -> str | None:
+    """The simulated module a resumed twin sweep was started on (its meta.json ``device.profile``)."""
+    path = Path(args.out) / "meta.json"
+    if not (args.resume and path.exists()):
+        return None
+    try:
+        return json.loads(path.read_text()).get("device", {}).get("profile")
+    except (OSError, ValueError):
+        return None
 
 
 def run_local(args):
