@@ -31,7 +31,7 @@ from dvfslab.hw.jetson.nvpmodel import parse_power_modes
 from dvfslab.hw.jetson.sysfs import SysfsIO
 from dvfslab.sim.backend import open_backend
 from dvfslab.sim.board import SimBoard
-from dvfslab.sim.model import SimWorkload, rail_watts
+from dvfslab.sim.model import SimWorkload, rail_watts, work_rows
 from dvfslab.sim.profiles import PROFILES
 from dvfslab.testing.fake_sysfs import build_board
 
@@ -200,3 +200,35 @@ def test_a_twin_sweep_on_another_module_resumes_on_it_without_board_again(tmp_pa
     assert main(["sweep", "--backend", "sim", "--out", out, "--resume"]) == 0  # not refused as another board
     assert json.loads((tmp_path / "nx" / "meta.json").read_text())["device"]["profile"] == "orin-nx-16gb"
     assert "Orin NX 16GB" not in capsys.readouterr().err
+
+
+# -- the TPC rule against real per-mode measurements -------------------------------------------------
+
+BRANES = Path(__file__).parent / "data" / "branes_modes"
+
+
+def _vgg16_conv_ms(mode: str) -> dict[int, float]:
+    data = json.loads((BRANES / f"jetson_orin_agx_{mode}_fp32_vgg16_b1.json").read_text())
+    # the compute-bound kernels: >= 1 GFLOP and >= 100 FLOP per byte (every one a 3x3 convolution)
+    return {s["subgraph_id"]: s["measured_latency"]["mean"] for s in data["subgraphs"]
+            if s["flops"] >= 1e9 and s["arithmetic_intensity"] >= 100}
+
+
+def test_the_tpc_rule_gives_the_real_15w_to_30w_slowdown_of_compute_bound_kernels():
+    """Real AGX Orin 64GB, VGG16 fp32 batch 1 (branes-ai/graphs, MIT): 15W (408 MHz, TPC mask 248: 3 of 8
+    TPCs) against 30W (612 MHz, mask 240: 4 of 8). The rule, compute at f x TPCs on: by hand
+    (612/408) x (4/3) = 2.000. The measured ratios of the 9 compute-bound convolutions span 1.927-2.057;
+    the rule must lie in that span (the span, not the rule, sets the tolerance). Where the 30W and 50W
+    runs differ in TPCs (4 vs 8) the clock each run reached is not recorded (docs/calibration.md 1.1)."""
+    fast, slow = _vgg16_conv_ms("30w"), _vgg16_conv_ms("15w")
+    ratios = [slow[i] / fast[i] for i in fast]
+    assert len(ratios) == 9
+    p = PROFILES["agx-orin-64gb"]
+
+    def twin_s(mode: str, f_mhz: float) -> float:  # 1 TFLOP of matmul work, nothing else, on the twin
+        one = np.array([[1e12]])
+        return float(work_rows(p, one, 0.0, 0.0, np.array([[f_mhz]]), p.power_mode(mode), 0.0, 0.0).time_s[0, 0])
+
+    rule = twin_s("MODE_15W", 408.0) / twin_s("MODE_30W", 612.0)
+    assert rule == pytest.approx(2.0, rel=1e-12)
+    assert min(ratios) <= rule <= max(ratios)
