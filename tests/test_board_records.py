@@ -148,6 +148,17 @@ def test_sys5v_follows_the_cpu_gpu_load_by_the_stated_rule(mode):
     assert mw["VIN_SYS_5V0"].mean() > 4028.49 + 100.0  # not the constant idle watts
 
 
+def test_sys5v_by_hand_at_a_maxn_and_a_15w_training_load():
+    """Loads typical of bert-base/rte training in MAXN (GPU side 32 W, CPU 2.8 W) and in MODE_15W (GPU side
+    4.0 W, CPU 0.9 W); by hand 4.02849 + 0.214788 x (P - 2.764191):
+      MAXN: P = 34.8 W -> 4.02849 + 0.214788 x 32.035809 = 4.02849 + 6.880913 = 10.909403 W
+      15W:  P =  4.9 W -> 4.02849 + 0.214788 x  2.135809 = 4.02849 + 0.458746 =  4.487236 W
+    (to 2e-5 W: the share is taken to 6 digits, 0.214788 x 32 W carries 1e-5 W)."""
+    p = PROFILES["agx-orin-64gb"]
+    assert rail_watts(p, 32.0, 2.8, 0.0, 2.5)["VIN_SYS_5V0"] == pytest.approx(10.909403, abs=2e-5)
+    assert rail_watts(p, 4.0, 0.9, 0.0, 2.5)["VIN_SYS_5V0"] == pytest.approx(4.487236, abs=2e-5)
+
+
 def test_sys5v_at_idle_is_its_idle_watts():
     quiet = dataclasses.replace(PROFILES["agx-orin-64gb"], sensor_sigma=0.0)
     board = SimBoard(quiet, seed=0, power_mode="MODE_15W")
