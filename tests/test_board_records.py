@@ -26,6 +26,7 @@ from dvfslab.core.jetson_modules import (
 )
 from dvfslab.data.loudva import import_loudva
 from dvfslab.hw import get_backend
+from dvfslab.hw.jetson.backend import open_backend as open_jetson
 from dvfslab.hw.jetson.board import board_module
 from dvfslab.hw.jetson.nvpmodel import parse_power_modes
 from dvfslab.hw.jetson.sysfs import SysfsIO
@@ -243,3 +244,11 @@ def test_the_tpc_rule_gives_the_real_15w_to_30w_slowdown_of_compute_bound_kernel
     rule = twin_s("MODE_15W", 408.0) / twin_s("MODE_30W", 612.0)
     assert rule == pytest.approx(2.0, rel=1e-12)
     assert min(ratios) <= rule <= max(ratios)
+
+
+def test_the_jetson_backend_names_the_module_by_its_part_number(tmp_path):
+    nx = build_board(tmp_path / "nx", "orin-nx-jp6")
+    desc = open_jetson(io=nx.io(), state_dir=tmp_path / "state").description
+    assert (desc["part_number"], desc["module"]) == ("p3767-0000", "orin-nx-16gb")
+    agx = build_board(tmp_path / "agx", "agx-orin-jp6")  # no compatible file: not known
+    assert open_jetson(io=agx.io(), state_dir=tmp_path / "state2").description["module"] is None
