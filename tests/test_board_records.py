@@ -252,3 +252,13 @@ def test_the_jetson_backend_names_the_module_by_its_part_number(tmp_path):
     assert (desc["part_number"], desc["module"]) == ("p3767-0000", "orin-nx-16gb")
     agx = build_board(tmp_path / "agx", "agx-orin-jp6")  # no compatible file: not known
     assert open_jetson(io=agx.io(), state_dir=tmp_path / "state2").description["module"] is None
+
+
+def test_a_twin_profile_that_contradicts_its_record_is_refused():
+    orin, xavier = PROFILES["agx-orin-64gb"], PROFILES["agx-xavier"]
+    with pytest.raises(DvfsError, match=r"idle watts given for \['VDD_CPU_CV'\]"):
+        dataclasses.replace(orin, other_rails_w={**orin.other_rails_w, "VDD_CPU_CV": 0.4})  # a total rail
+    with pytest.raises(DvfsError, match="always-on dram load's rail VDDQ_VDD2_1V8AO has no idle watts"):
+        dataclasses.replace(orin, other_rails_w={"VIN_SYS_5V0": 4.0})
+    with pytest.raises(DvfsError, match="SoC rail is outside the CPU\\+GPU total"):
+        dataclasses.replace(xavier, soc_idle_w=0.4)  # the Xavier's SoC is its own SOC rail, not in GPU + CPU
