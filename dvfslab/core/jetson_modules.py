@@ -152,9 +152,6 @@ class Board:
         """The monitored rail that feeds ``load`` (not the input rail; None: only the input rail reads it)."""
         return next((r.name for r in self.rails if load in r.feeds and not r.is_input), None)
 
-    def loads_of(self, rail: str) -> tuple[str, ...]:
-        return next(r.feeds for r in self.rails if r.name == rail)
-
     @property
     def total_loads(self) -> tuple[str, ...]:
         """The loads the "CPU + GPU" total reads, each once."""
@@ -170,15 +167,6 @@ class Board:
     def total_w(self, rail_w: Mapping[str, float]) -> float:
         """The "CPU + GPU" total of one reading of every rail: each total rail summed once."""
         return float(sum(rail_w[r] for r in self.total_rails))
-
-    def mode(self, key: int | str) -> ModeCaps:
-        """A mode by id or name (``2``, ``"MODE_30W"``, ``"30W"``); :class:`DvfsError` listing them."""
-        want = str(key).strip().upper()
-        for m in self.modes:
-            if want in (str(m.id), m.name.upper(), m.name.upper().removeprefix("MODE_")):
-                return m
-        raise DvfsError(f"board {self.key}: no power mode {key!r}; modes: "
-                        + ", ".join(f"{m.id} ({m.name})" for m in self.modes))
 
 
 def _on(value: float, table, tol: float) -> bool:
