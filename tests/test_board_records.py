@@ -84,7 +84,7 @@ def test_a_record_that_contradicts_itself_is_refused_in_one_line(change, words):
 def test_a_record_whose_rails_are_not_its_familys_channels_is_refused():
     wrong = dataclasses.replace(ORIN_NX_16GB, family="AGX Orin")
     with pytest.raises(BoardRecordError, match="not all channels of the AGX Orin monitors"):
-        boards.check_module_records([wrong])
+        boards.check_module_records([AGX_ORIN_64GB, wrong])
 
 
 def test_the_agx_orin_records_modes_are_the_real_nvpmodel_dump():
@@ -262,3 +262,9 @@ def test_a_twin_profile_that_contradicts_its_record_is_refused():
         dataclasses.replace(orin, other_rails_w={"VIN_SYS_5V0": 4.0})
     with pytest.raises(DvfsError, match="SoC rail is outside the CPU\\+GPU total"):
         dataclasses.replace(xavier, soc_idle_w=0.4)  # the Xavier's SoC is its own SOC rail, not in GPU + CPU
+
+
+def test_a_familys_levels_must_be_one_of_its_modules_tables():
+    wrong = dataclasses.replace(AGX_ORIN_64GB, gpu_levels_mhz=AGX_ORIN_64GB.gpu_levels_mhz[:-1])
+    with pytest.raises(BoardRecordError, match="board family 'AGX Orin': its GPU levels are none of its modules'"):
+        boards.check_module_records([wrong])

@@ -115,9 +115,15 @@ FAMILIES: tuple[BoardFamily, ...] = (
 
 def check_module_records(records=None) -> None:
     """Each module record against its family: the family exists, every rail of the module is one
-    of the family's monitor channels, its total is the family's, and the family's GPU levels (when
-    the family states them) are the module's or a module of the family's top. Refused in one line."""
-    for b in (records if records is not None else BOARDS.values()):
+    of the family's monitor channels, and its total is the family's; a family's GPU levels (when it
+    states them) are one of its modules' tables. Refused in one line."""
+    records = list(records if records is not None else BOARDS.values())
+    for fam in FAMILIES:
+        mine = [b for b in records if b.family == fam.name]
+        if fam.levels_mhz and mine and not any(b.gpu_levels_mhz == fam.levels_mhz for b in mine):
+            raise BoardRecordError(f"board family {fam.name!r}: its GPU levels are none of its modules' "
+                                   f"({', '.join(b.key for b in mine)})")
+    for b in records:
         try:
             fam = family_named(b.family)
         except KeyError as err:
