@@ -100,7 +100,8 @@ def register(sub) -> None:
                    help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), or "
                         "the simulated board (nothing real changes; every figure simulated)")
     p.add_argument("--board", metavar="BOARD",
-                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb; agx-xavier)")
+                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb, orin-nx-8gb, "
+                        "orin-nano-8gb, agx-xavier: uncalibrated)")
     p.add_argument("--knob", choices=("clock", "power-limit"), default="clock",
                    help="what a level is: the GPU clock (MHz, default) or, with --backend nvml, the GPU's power "
                         "limit (W, from its maximum down to its minimum in 25 W steps)")

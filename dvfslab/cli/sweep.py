@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("jetson", "nvml", "sim"), required=True,
                    help="jetson (sysfs), nvml (discrete GPU) or sim (the simulated board, --board)")
     p.add_argument("--board", metavar="BOARD",
-                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb; agx-xavier)")
+                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb, orin-nx-8gb, "
+                        "orin-nano-8gb, agx-xavier: uncalibrated)")
     p.add_argument("--out", required=True, metavar="DIR", help="sweep / dataset directory")
     p.add_argument("--workloads", nargs="+", metavar="ID",
                    help="catalog ids like bert-base/sst2 (comma or space separated), or all, "

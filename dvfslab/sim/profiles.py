@@ -340,6 +340,14 @@ def scaled_orin(base: BoardProfile, board: Board, *, dram_bw_gbs: float, idle_w:
 ORIN_NX_16GB = scaled_orin(AGX_ORIN_64GB, records.ORIN_NX_16GB, dram_bw_gbs=69.5, idle_w=P3767_IDLE_W,
                            input_rail="VDD_IN")
 
+#: an Orin NX 8GB and an Orin Nano 8GB (p3767 modules like the NX 16GB): the same copy bandwidth as the NX
+#: 16GB's (the same 128-bit LPDDR5 at 3199 MHz) and, for the Nano (LPDDR5 at 2133 MHz), that figure x 2133/3199
+#: (*unverified* both); the idle rails are the Orin Nano 8GB's own tegrastats
+ORIN_NX_8GB = scaled_orin(AGX_ORIN_64GB, records.ORIN_NX_8GB, dram_bw_gbs=69.5, idle_w=P3767_IDLE_W,
+                          input_rail="VDD_IN")
+ORIN_NANO_8GB = scaled_orin(AGX_ORIN_64GB, records.ORIN_NANO_8GB, dram_bw_gbs=round(69.5 * 2133.0 / 3199.0, 1),
+                            idle_w=P3767_IDLE_W, input_rail="VDD_IN")
+
 AGX_XAVIER = BoardProfile(
     board=records.AGX_XAVIER, other_rails_w={"SOC": 2.9, "CV": 0.4, "VDDRQ": 0.8, "SYS5V": 3.5},
     calibrated=False,
@@ -358,7 +366,8 @@ AGX_XAVIER = BoardProfile(
                    "(its SoC floor, 0.4 W, is on its own SOC rail, outside the CPU+GPU total)"},
 )
 
-PROFILES: dict[str, BoardProfile] = {p.name: p for p in (AGX_ORIN_64GB, ORIN_NX_16GB, AGX_XAVIER)}
+PROFILES: dict[str, BoardProfile] = {p.name: p for p in (AGX_ORIN_64GB, ORIN_NX_16GB, ORIN_NX_8GB, ORIN_NANO_8GB,
+                                                         AGX_XAVIER)}
 
 
 def get_profile(name: str) -> BoardProfile:
