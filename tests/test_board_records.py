@@ -33,7 +33,7 @@ from dvfslab.hw.jetson.sysfs import SysfsIO
 from dvfslab.sim.backend import open_backend
 from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import SimWorkload, rail_watts, work_rows
-from dvfslab.sim.profiles import PROFILES
+from dvfslab.sim.profiles import PROFILES, orin_power_modes
 from dvfslab.testing.fake_sysfs import build_board
 
 DUMP = Path(__file__).parent / "data" / "nvpmodel" / "agx_orin_64gb_nvpmodel_p_verbose.txt"
@@ -95,6 +95,9 @@ def test_the_agx_orin_records_modes_are_the_real_nvpmodel_dump():
         d = dumped[m.id]
         assert (d.name, d.gpu_max_mhz, d.tpc_pg_mask, d.cpu_online, d.cpu_max_mhz, d.emc_max_mhz) == \
                (m.name, m.gpu_max_mhz, m.tpc_pg_mask, m.cpu_online, m.cpu_max_mhz, m.emc_max_mhz)
+    # the twin's modes are the record's: the same as the shipped copy of the dump, MAXN first
+    strip = [dataclasses.replace(m, source=None) for m in orin_power_modes()]
+    assert [dataclasses.replace(m, source=None) for m in PROFILES["agx-orin-64gb"].power_modes] == strip
 
 
 # -- the shared rail, summed once ---------------------------------------------------------------
