@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dvfslab.core.errors import DvfsError
+from dvfslab.core.jetson_modules import ModeCaps
 from dvfslab.data.catalog import PAPER_MODELS
 from dvfslab.hw import get_backend
 from dvfslab.hw.base import (
@@ -22,7 +23,6 @@ from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import (
     AGX_ORIN_64GB,
     AGX_XAVIER,
-    PowerMode,
     SimWorkload,
     emc_mhz,
     gpu_rail_w,
@@ -274,9 +274,10 @@ def test_noise_comes_only_from_the_stated_sigmas_and_the_first_step_warms_up():
 # A board whose every term is easy to follow by hand: constant voltage, no size efficiency loss,
 # no kernel floor, no launch cost, no noise; 1 TFLOP/s at 1000 MHz, DRAM at 20.672 GB/s above 500 MHz.
 TOY = dataclasses.replace(
-    ORIN, name="toy", levels_mhz=(500.0, 1000.0), power_modes=(PowerMode(0, "MAXN"),),
+    ORIN, board=dataclasses.replace(ORIN.board, key="toy", gpu_levels_mhz=(500.0, 1000.0), emc_levels_mhz=(1000.0,),
+                                    modes=(ModeCaps(0, "MAXN"),)),
     gemm_flops_at_fmax=1e12, gemm_half_dim=0.0, gemm_half_rows=0.0, dram_bw_gbs=20.672, bw_sat_mhz=500.0,
-    kernel_min_us_at_fmax=0.0, emc_levels_mhz=(1000.0,), emc_idle_mhz=1000.0, emc_w_per_ghz=0.0,
+    kernel_min_us_at_fmax=0.0, emc_idle_mhz=1000.0, emc_w_per_ghz=0.0,
     cpu_op_us=0.0, ops_per_tensor_optimizer=0.0, cpu_step_serial_ms=10.0,
     first_step_extra_s=0.5, v_max=1.0, v_min=1.0, soc_idle_w=3.0, gpu_leak_w_at_vmax=2.0, gpu_clock_w_at_fmax=0.0,
     gpu_dyn_w_at_fmax=30.0, activity_matmul=1.0, activity_memory=1.0, activity_kernel_overhead=1.0,

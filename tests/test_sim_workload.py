@@ -71,6 +71,8 @@ def test_one_level_by_hand_in_mode_30w():
       P_gpu = P_soc + 0.5·[P_leak·v³ + (P_clk + P_dyn·a_mm·t_gpu/T)·v²·612/1300.5]
     and the CPU rail with 1.3 busy cores and one cluster at the mode's top clock:
       P_cpu = P_idle + (P_cluster + 1.3·P_core)·(1728/2201.6)^k.
+    The board adds the idle VIN_SYS_5V0 and VDDQ rails and the SYS5V rail's load term (issue #38):
+      0.214788·(P_gpu + P_cpu − (P_soc + P_idle)).
     """
     p = ORIN
     spec = WorkloadSpec("toy", 0.5 * 2.09e12, 0.0, 0.0, 1.0, 8, gemm_efficiency=0.5, kernels_per_step=0.0)
@@ -89,7 +91,8 @@ def test_one_level_by_hand_in_mode_30w():
     assert row["power_cpu_w"] == pytest.approx(cpu_w, rel=1e-12)
     assert row["energy_per_step_j"] == pytest.approx((cpu_w + gpu_w) * t, rel=1e-12)
     rest = p.other_rails_w["VIN_SYS_5V0"] + p.other_rails_w["VDDQ_VDD2_1V8AO"]  # no DRAM traffic
-    assert row["energy_board_per_step_j"] == pytest.approx((cpu_w + gpu_w + rest) * t, rel=1e-12)
+    sys_load = 0.214788 * (cpu_w + gpu_w - (p.soc_idle_w + p.cpu_idle_w))
+    assert row["energy_board_per_step_j"] == pytest.approx((cpu_w + gpu_w + rest + sys_load) * t, rel=1e-6)
 
 
 def test_a_printed_catalog_spec_runs_as_a_file_with_the_same_numbers(tmp_path, capsys):

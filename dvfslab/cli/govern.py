@@ -121,6 +121,9 @@ def register(sub) -> None:
     r.add_argument("--sensor-interval", type=float, metavar="S",
                    help="the sensor's sampling interval (default: the dataset's meta.json sensor_interval_s, else 1 s)")
     r.add_argument("--seed", type=int, default=0, help="the reading noise's seed (default 0)")
+    p.add_argument("--board", metavar="BOARD",
+                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb, orin-nx-8gb, "
+                        "orin-nano-8gb, agx-xavier: uncalibrated)")
     p.add_argument("--knob", choices=("clock", "power-limit"), default="clock",
                    help="what a level is: the GPU clock (MHz, default) or, with --backend nvml, the GPU's power "
                         "limit (W, from its maximum down to its minimum in 25 W steps)")
@@ -152,13 +155,23 @@ def workload_features(args) -> dict:
     return feats
 
 
+def sim_options(args) -> dict:
+    """``--board`` as the sim backend's option (refused with another backend)."""
+    if getattr(args, "board", None) is None:
+        return {}
+    if args.backend != "sim":
+        raise DvfsError(f"--board {args.board} chooses a simulated module: add --backend sim")
+    return {"board": args.board}
+
+
 def _clock_control(args):
+    sim = sim_options(args)
     if args.backend == "sim":
         from dvfslab.hw import get_backend
 
         print("dvfslab govern: --backend sim: the level is locked on the SIMULATED board; this machine's GPU is "
               "not touched", file=sys.stderr)
-        return get_backend("sim").clocks
+        return get_backend("sim", **sim).clocks
     try:
         return common.open_clocks(args)
     except BackendUnavailableError as err:
@@ -249,12 +262,13 @@ def _board(args, feats: dict, say):
     """The :class:`~dvfslab.job.board.JobBoard` of ``--backend``."""
     from dvfslab.job import board as B
 
+    sim_options(args)  # --board with another backend: refused in one line
     if args.backend.startswith("replay:"):
         return _replay_board(args, say)
     if args.backend == "sim":
         say("--backend sim: each unit the command reports is one step of the SIMULATED board at the locked level; "
             "this machine's GPU is not touched and every figure is simulated")
-        return B.sim_board(feats)
+        return B.sim_board(feats, **sim_options(args))
     if args.knob == "power-limit" and args.backend != "nvml":
         raise DvfsError("--knob power-limit sets a discrete GPU's power limit through NVML: add --backend nvml")
     if args.backend == "nvml":

@@ -62,7 +62,9 @@ def register(sub) -> None:
                         "'evaluation,checkpoint' (the default), or 'none'")
     p.add_argument("--seed", type=int, default=0, help="noise seed (default 0, the bundled data's seed)")
     p.add_argument("--board", default="agx-orin-64gb", choices=sorted(PROFILES),
-                   help="simulated board profile (default agx-orin-64gb; agx-xavier is an uncalibrated 14-level profile)")
+                   help="the simulated module (default agx-orin-64gb, calibrated; orin-nx-16gb, orin-nx-8gb, orin-nano-8gb: "
+                        "the AGX Orin's physics scaled to their records, uncalibrated; agx-xavier: an uncalibrated "
+                        "14-level profile)")
     p.add_argument("--quick", action="store_true",
                    help="a small grid (4 models x 4 tasks, 2 reps, 40 steps) for tests and demos")
     p.add_argument("--models", default=None, metavar="LIST",

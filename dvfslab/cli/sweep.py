@@ -20,7 +20,10 @@ def register(sub) -> None:
                     "times, into a dataset directory. Each finished run is committed atomically; "
                     "--resume continues after a crash without losing or repeating a run.")
     p.add_argument("--backend", choices=("jetson", "nvml", "sim"), required=True,
-                   help="jetson (sysfs), nvml (discrete GPU) or sim (the simulated AGX Orin)")
+                   help="jetson (sysfs), nvml (discrete GPU) or sim (the simulated board, --board)")
+    p.add_argument("--board", metavar="BOARD",
+                   help="--backend sim: the simulated module (agx-orin-64gb, the default; orin-nx-16gb, orin-nx-8gb, "
+                        "orin-nano-8gb, agx-xavier: uncalibrated)")
     p.add_argument("--out", required=True, metavar="DIR", help="sweep / dataset directory")
     p.add_argument("--workloads", nargs="+", metavar="ID",
                    help="catalog ids like bert-base/sst2 (comma or space separated), or all, "
@@ -85,7 +88,7 @@ def register(sub) -> None:
 #: the plan's settings and their defaults (``plan.json`` keeps them; a resume does not change them)
 PLAN_DEFAULTS = {"reps": 1, "order": "interleaved", "seed": 0, "steps": 100, "warmup_steps": 10}
 #: options of a session that are not in the plan: a resume command repeats them
-SESSION_OPTIONS = ("sysfs_root", "power_mode_ok", "cluster", "board_kind", "step_rows", "no_retry_failed",
+SESSION_OPTIONS = ("board", "sysfs_root", "power_mode_ok", "cluster", "board_kind", "step_rows", "no_retry_failed",
                    "cooldown_temp_c", "cooldown_power_tol", "cooldown_timeout_s", "cooldown_poll_s",
                    "cooldown_min_s", "idle_s", "no_progress", "executor", "executor_opt")
 
@@ -185,9 +188,21 @@ def backend_options(args) -> dict:
     """The backend's options; the twin's seed is ``--seed``, else on resume the sweep's own."""
     stored = _stored_plan(args)
     seed = args.seed if args.seed is not None else (stored.seed if stored is not None else PLAN_DEFAULTS["seed"])
+    board = getattr(args, "board", None)
+    if board is None and args.backend == "sim" and args.resume:
+        from dvfslab.sweep.store import stored_sim_board
+
+        board = stored_sim_board(args.out)
+    if board is not None and args.backend != "sim":
+        raise DvfsError(f"--board {board} chooses a simulated module: use it with --backend sim (a real board "
+                        "is the one the sweep runs on)")
+    sim = {"seed": seed, "physical_pins": _joint(args)}  # a joint sweep's pins reach the twin's physics (#32)
+    if board is not None:
+        from dvfslab.sim.profiles import get_profile
+
+        sim["board"] = get_profile(board).name
     return {"jetson": {"sysfs_root": args.sysfs_root, "power_mode_ok": args.power_mode_ok},
-            # a joint sweep's EMC / CPU pins must reach the twin's physics and read back (issue #32)
-            "sim": {"seed": seed, "physical_pins": _joint(args)}}.get(args.backend, {})
+            "sim": sim}.get(args.backend, {})
 
 
 def _joint(args) -> bool:
@@ -370,6 +385,7 @@ def _stored_plan(args):
     from dvfslab.sweep.store import stored_plan
 
     return stored_plan(args.out) if args.resume else None
+
 
 
 def run_local(args):

@@ -15,6 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dvfslab.core.jetson_modules import (  # noqa: F401  (the tables live with the module records)
+    BOARDS,
+    ORIN_EMC_LEVELS_MHZ,
+    ORIN_LEVELS_MHZ,
+    XAVIER_LEVELS_MHZ,
+    Board,
+    BoardRecordError,
+)
+
 #: the BPMP's counter of the GPU (GPC) clock in debugfs, Hz (read by tegrastats and jetson-stats)
 GPC_PTO_COUNTER = "sys/kernel/debug/bpmp/debug/clk/nafll_gpc0/pto_counter"
 #: the BPMP's debugfs clock of the memory controller (EMC): ``rate``, ``min_rate``, ``max_rate``
@@ -25,19 +34,10 @@ EMC_CLK_DIR = "sys/kernel/debug/bpmp/debug/clk/emc"
 EMC_POSSIBLE_RATES = "sys/kernel/debug/bpmp/debug/emc/possible_rates"
 #: the EMC cap nvpmodel writes for a power mode (Hz; 0: no cap)
 EMC_ISO_CAP = "sys/kernel/nvpmodel_emc_cap/emc_iso_cap"
-#: the AGX Orin's EMC levels (MHz) when the board does not list them: tegrastats ``EMC_FREQ``
-#: readings of AGX Orin boards (docs/calibration.md; *unverified* as a complete table)
-ORIN_EMC_LEVELS_MHZ = (204.0, 665.6, 2133.0, 3199.0)
 #: a devfreq node named ``<address>.gpu`` is the GPU whatever the family (JetPack 6, Nano)
 GENERIC_GPU_NAMES = ("gpu",)
 #: words of an NVML device name that mark a Jetson's integrated GPU, whatever the family
 GENERIC_TEGRA_WORDS = ("tegra", "nvgpu", "jetson")
-
-#: the AGX Orin's GPU levels (MHz): its devfreq ``available_frequencies``; the paper's table
-ORIN_LEVELS_MHZ = (306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0, 1300.5)
-#: the AGX Xavier's GPU levels (MHz)
-XAVIER_LEVELS_MHZ = (114.75, 216.75, 318.75, 420.75, 522.75, 624.75, 675.75, 828.75, 905.25,
-                     1032.75, 1198.5, 1236.75, 1338.75, 1377.0)
 
 #: GPU load files (per-mille) when the devfreq node's own ``device/load`` is missing
 LOAD_JP45 = "sys/devices/gpu.0/load"  # JetPack 4 / 5
@@ -113,6 +113,39 @@ FAMILIES: tuple[BoardFamily, ...] = (
 )
 
 
+def check_module_records(records=None) -> None:
+    """Each module record against its family: the family exists, every rail of the module is one
+    of the family's monitor channels, and its total is the family's; a family's GPU levels (when it
+    states them) are one of its modules' tables. Refused in one line."""
+    records = list(records if records is not None else BOARDS.values())
+    for fam in FAMILIES:
+        mine = [b for b in records if b.family == fam.name]
+        if fam.levels_mhz and mine and not any(b.gpu_levels_mhz == fam.levels_mhz for b in mine):
+            raise BoardRecordError(f"board family {fam.name!r}: its GPU levels are none of its modules' "
+                                   f"({', '.join(b.key for b in mine)})")
+    for b in records:
+        try:
+            fam = family_named(b.family)
+        except KeyError as err:
+            raise BoardRecordError(f"board record {b.key!r}: {err.args[0]}") from None
+        if fam.rails and not set(b.rail_names) <= set(fam.rails):
+            raise BoardRecordError(f"board record {b.key!r}: rails {b.rail_names} are not all channels of the "
+                                   f"{fam.name} monitors {fam.rails}")
+        if fam.total_rails and set(fam.total_rails) != set(b.total_rails):
+            raise BoardRecordError(f"board record {b.key!r}: total {b.total_rails} is not the {fam.name} "
+                                   f"family's {fam.total_rails}")
+
+
+def module_for(compatible: str | None) -> Board | None:
+    """The module record of a board by the part number its device-tree ``compatible`` (or
+    ``nvidia,boardids``) text names, as jetson-stats identifies modules; None when no record has
+    it. The model string is not used: ``NVIDIA Jetson Orin NX ... Developer Kit`` cannot tell an
+    Orin NX 16GB (p3767-0000) from an 8GB (p3767-0001) — :func:`family_for_model` gives the family."""
+    from dvfslab.core.jetson_modules import board_for_compatible
+
+    return board_for_compatible(compatible)
+
+
 def families() -> tuple[BoardFamily, ...]:
     """Every known family, in matching order (read when called, so a test may add one)."""
     return FAMILIES
@@ -174,7 +207,9 @@ def bpmp_counter(model: str | None) -> str:
     return fam.bpmp_counter if fam is not None else GPC_PTO_COUNTER
 
 
-__all__ = ["EMC_CLK_DIR", "EMC_ISO_CAP", "EMC_POSSIBLE_RATES", "FAMILIES", "GPC_PTO_COUNTER",
+__all__ = ["BOARDS", "Board", "BoardRecordError", "check_module_records", "module_for", "EMC_CLK_DIR", "EMC_ISO_CAP", "EMC_POSSIBLE_RATES", "FAMILIES", "GPC_PTO_COUNTER",
            "ORIN_EMC_LEVELS_MHZ", "ORIN_LEVELS_MHZ", "XAVIER_LEVELS_MHZ", "BoardFamily", "bpmp_counter",
            "emc_levels_mhz", "families", "family_for_model", "family_named", "gpu_devfreq_names",
            "gpu_load_paths", "gpu_node_prefixes", "l4t_to_jetpack", "tegra_words"]
+
+check_module_records()

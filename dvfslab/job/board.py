@@ -90,13 +90,13 @@ def sim_workload(feats: Mapping[str, Any]):
     return SimWorkload.from_row(row)
 
 
-def sim_board(features: Mapping[str, Any] | None = None) -> JobBoard:
+def sim_board(features: Mapping[str, Any] | None = None, board: str | None = None) -> JobBoard:
     """The digital twin (``--backend sim``): each unit the job reports is one simulated step at the
-    locked level; every figure simulated."""
+    locked level; every figure simulated. ``board``: the simulated module (None: the AGX Orin)."""
     from dvfslab.hw import get_backend
     from dvfslab.job.live import SimMeter
 
-    be = get_backend("sim")
+    be = get_backend("sim", **({} if board is None else {"board": board}))
     meter = SimMeter(be.board, sim_workload(features or {}))
     return JobBoard("the SIMULATED board", be.clocks.levels_mhz(), _locker(be.clocks), be.clocks.reset, meter,
                     settle_s=meter.interval_s, simulated=True, restored=_restored_line(be.clocks),

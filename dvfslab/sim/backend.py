@@ -136,10 +136,7 @@ class SimPowerReader(PowerReader):
         as :meth:`read`: keyword arguments for :meth:`~dvfslab.measure.sampler.PowerSampler.extend`."""
         b, n = self.board, ticks.t_s.size
         p = b.profile
-        watts = {r: np.full(n, w) for r, w in p.other_rails_w.items()}
-        watts[p.gpu_rail], watts[p.cpu_rail] = ticks.gpu_w, ticks.cpu_w
-        if p.dram_rail is not None:
-            watts[p.dram_rail] = watts[p.dram_rail] + ticks.dram_w
+        watts = {r: np.broadcast_to(w, (n,)) for r, w in ticks.rails(p).items()}
         noise = b.sensor_rng.normal(0.0, p.sensor_sigma, size=(n, len(self.rails)))
         rails_mw = {r: np.round(watts[r] * 1000.0 * (1.0 + noise[:, j])) for j, r in enumerate(self.rails)}
         return {"t_s": ticks.t_s, "rails_mw": rails_mw, "gpu_util_pct": 100.0 * ticks.util,

@@ -42,6 +42,7 @@ from dvfslab.sim.model import (
     clock_inputs,
     get_profile,
     idle_power_w,
+    rail_watts,
     step_table,
 )
 from dvfslab.sim.phases import phase_table
@@ -123,7 +124,8 @@ class TickStates:
     """The board's state at each sampler tick of a stretch of virtual time (simulated).
 
     ``t_s`` are the tick times; the other arrays hold, per tick, the mean power of the step in
-    progress (W) on the GPU and CPU rails and the DRAM share, the GPU busy fraction and clock.
+    progress (W) of the GPU side (``soc_w`` its SoC share) and the CPU, the DRAM share, the GPU busy
+    fraction and clock. :func:`~dvfslab.sim.model.rail_watts` maps them onto the record's rails.
     """
 
     t_s: np.ndarray
@@ -132,6 +134,12 @@ class TickStates:
     dram_w: np.ndarray
     util: np.ndarray
     freq_mhz: np.ndarray
+    soc_w: np.ndarray | None = None  # None: no SoC share (all of gpu_w is the GPU's)
+
+    def rails(self, profile: BoardProfile) -> dict:
+        """Every rail's watts at each tick (the module record's rails, a shared one once)."""
+        soc = np.zeros_like(self.gpu_w) if self.soc_w is None else self.soc_w
+        return rail_watts(profile, self.gpu_w, self.cpu_w, self.dram_w, soc)
 
 
 OnTick = Callable[[float], None]
@@ -179,7 +187,8 @@ class SimBoard:
         self._locked = None if snap["locked_mhz"] is None else float(snap["locked_mhz"])
         self._freq = float(snap["freq_mhz"])
         self._runs = int(snap["runs"])
-        self._state = tuple(float(x) for x in snap["state"])
+        state = [float(x) for x in snap["state"]]
+        self._state = tuple(state + state[:1] if len(state) == 4 else state)  # before #38: idle, all of it SoC
         for k in self.governor.STATE:
             setattr(self.governor, k, float(snap["governor"][k]))
         self.sensor_rng.bit_generator.state = dict(snap["sensor_rng"])
@@ -223,15 +232,13 @@ class SimBoard:
 
     def _set_idle_state(self) -> None:
         gpu_w, cpu_w = idle_power_w(self.profile, self._freq, mode=self.mode)
-        self._state = (gpu_w, cpu_w, 0.0, 0.0)  # gpu W, cpu W, dram W, util
+        self._state = (gpu_w, cpu_w, 0.0, 0.0, gpu_w)  # gpu W, cpu W, dram W, util, soc W (a gated GPU: all SoC)
 
     def power_w(self) -> dict[str, float]:
-        """Rail powers (W) right now: the mean power of the step in progress (or idle)."""
-        gpu_w, cpu_w, dram_w, _ = self._state
-        out = {self.profile.gpu_rail: gpu_w, self.profile.cpu_rail: cpu_w, **self.profile.other_rails_w}
-        if self.profile.dram_rail is not None:
-            out[self.profile.dram_rail] += dram_w
-        return out
+        """Rail powers (W) right now: the mean power of the step in progress (or idle), on every rail
+        of the module record (a shared rail reads each of its loads once)."""
+        gpu_w, cpu_w, dram_w, _, soc_w = self._state
+        return {r: float(w) for r, w in rail_watts(self.profile, gpu_w, cpu_w, dram_w, soc_w).items()}
 
     def gpu_util(self) -> float:
         return self._state[3]
@@ -266,7 +273,8 @@ class SimBoard:
         self._next_poll = next_multiple(end, self.governor.poll_s)
         if on_ticks is not None:  # at the end, as in train
             t = tick_times(start, end, tick_s)
-            on_ticks(TickStates(t, *(np.full(t.shape, v) for v in (*self._state, self._freq))))
+            gpu_w, cpu_w, dram_w, util, soc_w = (np.full(t.shape, v) for v in self._state)
+            on_ticks(TickStates(t, gpu_w, cpu_w, dram_w, util, np.full(t.shape, self._freq), soc_w))
 
     # -- training --------------------------------------------------------------------------------
     def train(self, workload: SimWorkload | Mapping, n_steps: int, *, on_tick: OnTick | None = None,
@@ -334,7 +342,7 @@ class SimBoard:
         gov, governed, heat = self.governor, self._locked is None, self.thermal.heat
         cols = {f: j for j, f in enumerate(table.freq_mhz.tolist())}
         T, U = table.time_s.tolist(), table.util.tolist()
-        PG, PC, PD = table.gpu_w.tolist(), table.cpu_w.tolist(), table.dram_w.tolist()
+        PG, PC, PD, PS = table.gpu_w.tolist(), table.cpu_w.tolist(), table.dram_w.tolist(), table.soc_w.tolist()
         n = len(T)
         busy, e_gpu, e_cpu, fsum, step_t = (np.zeros(n) for _ in range(5))
         inf = math.inf
@@ -354,7 +362,7 @@ class SimBoard:
                     t_stop = t_end
                 elif next_tick < t_poll - TIE_S:
                     self.clock.advance_to(next_tick)
-                    self._state = (PG[i][col], PC[i][col], PD[i][col], Ui)
+                    self._state = (PG[i][col], PC[i][col], PD[i][col], Ui, PS[i][col])
                     on_tick(next_tick)
                     next_tick += tick_s
                     continue
@@ -404,7 +412,7 @@ TIE_S = 1e-9
 def _fixed_segments(table: StepTable, ends: np.ndarray, freq_mhz: float) -> tuple:
     """The stretches of constant power of a locked run: one per step."""
     return (ends, table.gpu_w[:, 0], table.cpu_w[:, 0], table.dram_w[:, 0], table.util[:, 0],
-            np.full(ends.shape, freq_mhz))
+            np.full(ends.shape, freq_mhz), table.soc_w[:, 0])
 
 
 def _event_segments(table: StepTable, cuts: list) -> tuple:
@@ -412,7 +420,7 @@ def _event_segments(table: StepTable, cuts: list) -> tuple:
     ends, rows, cols = (np.array(c) for c in zip(*cuts, strict=True))
     rows, cols = rows.astype(int), cols.astype(int)
     return (ends, table.gpu_w[rows, cols], table.cpu_w[rows, cols], table.dram_w[rows, cols],
-            table.util[rows, cols], table.freq_mhz[cols])
+            table.util[rows, cols], table.freq_mhz[cols], table.soc_w[rows, cols])
 
 
 def _states_at_ticks(segments: tuple, t: np.ndarray) -> TickStates:

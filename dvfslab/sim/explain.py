@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from dvfslab.sim.board import stable_seed
-from dvfslab.sim.model import SimWorkload, step_table
+from dvfslab.sim.model import SimWorkload, module_w, step_table
 from dvfslab.sim.phases import DEFAULT_WINDOW_PHASES, phase_table
 from dvfslab.sim.profiles import BoardProfile, get_profile
 
@@ -36,7 +36,7 @@ def decompose(workload_id: str, *, board: str | BoardProfile = "agx-orin-64gb", 
         table = table.concat(extra)
     t = table.time_s
     parts = table.gpu_parts
-    board_w = sum(profile.other_rails_w.values()) + table.dram_w
+    board_w = module_w(profile, table.gpu_w, table.cpu_w, table.dram_w, table.soc_w) - table.gpu_w - table.cpu_w
     energy = {
         "gpu_dynamic_j": (parts["dynamic"] * t).sum(axis=0),
         "gpu_leakage_j": ((parts["leakage"] + parts["clock"]) * t).sum(axis=0),

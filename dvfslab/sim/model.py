@@ -100,6 +100,41 @@ def gpu_rail_w(profile: BoardProfile, freq_mhz, activity, bytes_per_s=0.0, **kwa
     return sum(gpu_rail_parts_w(profile, freq_mhz, activity, bytes_per_s, **kwargs).values())
 
 
+#: the terms of :func:`gpu_rail_parts_w` that are the SoC's, not the GPU's (the record's ``soc`` load)
+SOC_PARTS = ("soc", "emc", "traffic")
+
+
+def sys_rail_w(profile: BoardProfile, total_w) -> np.ndarray:
+    """The board's 5 V system rail above its idle watts: ``sys_w_per_w`` of the CPU+GPU power above
+    an idle board's (docs/calibration.md, "The SYS5V rail"); the mode acts through that power."""
+    idle = sum(idle_power_w(profile, profile.fmin_mhz))
+    return profile.sys_w_per_w * np.maximum(0.0, np.asarray(total_w, dtype=float) - idle)
+
+
+def rail_watts(profile: BoardProfile, gpu_w, cpu_w, dram_w, soc_w) -> dict:
+    """Every rail of the module record from the physics' loads (W; arrays broadcast): a rail reads
+    the loads it feeds, each load counted on one rail only (an Orin NX's ``VDD_CPU_GPU_CV`` reads
+    the CPU *and* the GPU), plus its idle watts; an input rail (``VDD_IN``) reads every load plus
+    the module's remainder. ``gpu_w`` includes ``soc_w`` (the SoC share), as :class:`StepTable` does."""
+    gpu_w, cpu_w = np.asarray(gpu_w, dtype=float), np.asarray(cpu_w, dtype=float)
+    soc_w, dram_w = np.asarray(soc_w, dtype=float), np.asarray(dram_w, dtype=float)
+    loads = {"gpu": gpu_w - soc_w, "soc": soc_w, "cpu": cpu_w, "dram": dram_w,
+             "sys": sys_rail_w(profile, gpu_w + cpu_w), "cv": np.zeros_like(gpu_w)}
+    board, out = profile.board, {}
+    for rail in board.rails:
+        fed = loads if rail.is_input else {k: v for k, v in loads.items() if k in rail.feeds}
+        idle = sum(profile.other_rails_w.values()) if rail.is_input else profile.other_rails_w.get(rail.name, 0.0)
+        out[rail.name] = sum(fed.values(), np.zeros_like(gpu_w)) + idle
+    return out
+
+
+def module_w(profile: BoardProfile, gpu_w, cpu_w, dram_w, soc_w) -> np.ndarray:
+    """The whole module's power (W): its input rail alone when it has one (it reads every load),
+    else the sum of every rail (:func:`rail_watts`; the record's ``board_rails``)."""
+    rails = rail_watts(profile, gpu_w, cpu_w, dram_w, soc_w)
+    return sum((rails[r] for r in profile.board.board_rails), np.zeros_like(np.asarray(gpu_w, dtype=float)))
+
+
 def cpu_rail_w(profile: BoardProfile, busy_cores, *, clusters=0.0, cpu_clock_ratio=1.0) -> np.ndarray:
     """Power of the CPU rail (W): idle, plus clusters clocked up and busy cores at ``cpu_clock_ratio``
     of the top CPU clock, both ∝ ratio^cpu_power_exp (f·V²)."""
@@ -266,6 +301,12 @@ class StepTable:
     @property
     def total_w(self) -> np.ndarray:
         return self.gpu_w + self.cpu_w
+
+    @property
+    def soc_w(self) -> np.ndarray:
+        """The SoC share of ``gpu_w`` (its floor, the EMC term, DRAM traffic through the controller):
+        the load the record's ``soc`` rail reads."""
+        return sum((self.gpu_parts[k] for k in SOC_PARTS if k in self.gpu_parts), np.zeros_like(self.gpu_w))
 
     def concat(self, other: StepTable) -> StepTable:
         """This table's rows followed by ``other``'s (same clocks)."""

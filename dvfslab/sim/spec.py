@@ -42,6 +42,7 @@ from dvfslab.sim.model import (
     SimWorkload,
     batch_work,
     clock_inputs,
+    module_w,
     ops_of,
     work_rows,
 )
@@ -195,8 +196,7 @@ def evaluate(spec: WorkloadSpec, mode: int | str = 0, board: str | BoardProfile 
     cap = profile.gpu_cap_mhz(pm)
     levels = [f for f in profile.levels_mhz if f <= cap + 0.5]
     t = _rows_at(profile, spec, levels, pm)
-    rest = sum(profile.other_rails_w.values())
-    board_w = t.gpu_w[0] + t.cpu_w[0] + rest + t.dram_w[0]
+    board_w = module_w(profile, t.gpu_w[0], t.cpu_w[0], t.dram_w[0], t.soc_w[0])
     rows = [_entry(f, float(t.time_s[0, j]), float(t.cpu_w[0, j]), float(t.gpu_w[0, j]), float(board_w[j]),
                    float(t.util[0, j])) | {"gemm_time_per_step_s": gemm_time_s(profile, spec, f, pm)}
             for j, f in enumerate(levels)]
@@ -213,7 +213,7 @@ def _clocked_rows(profile: BoardProfile, spec: WorkloadSpec, levels: list[float]
     """One :func:`_entry` per GPU level at the other clocks ``emc_mhz`` / ``cpu_mhz`` (None: as
     :func:`~dvfslab.sim.model.step_table`), each with the EMC and CPU clocks it ran at."""
     t = _rows_at(profile, spec, levels, pm, emc_mhz, cpu_mhz)
-    board_w = t.gpu_w[0] + t.cpu_w[0] + sum(profile.other_rails_w.values()) + t.dram_w[0]
+    board_w = module_w(profile, t.gpu_w[0], t.cpu_w[0], t.dram_w[0], t.soc_w[0])
     emc = emc_of(profile, np.asarray(levels, dtype=float), mode=pm) if emc_mhz is None else np.full(len(levels), emc_mhz)
     cpu = profile.cpu_max_mhz(pm) if cpu_mhz is None else float(cpu_mhz)
     return [_entry(f, float(t.time_s[0, j]), float(t.cpu_w[0, j]), float(t.gpu_w[0, j]), float(board_w[j]),

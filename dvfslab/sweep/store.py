@@ -171,6 +171,18 @@ def stored_plan(out_dir: str | Path) -> SweepPlan | None:
     return SweepPlan.from_json(read_json(path), path) if path.exists() else None
 
 
+def stored_sim_board(out_dir: str | Path) -> str | None:
+    """The simulated module the twin sweep in ``out_dir`` was started on (its meta.json
+    ``device.profile``), None when there is no such sweep or it names none."""
+    path = Path(out_dir) / "meta.json"
+    if not path.exists():
+        return None
+    try:
+        return (read_json(path).get("device") or {}).get("profile")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def refuse_plan_changes(out_dir: str | Path, options: Mapping[str, object], *,
                         levels_mhz: Sequence[float] | None = None, pins: Mapping[str, object] | None = None,
                         joint: bool = False, no_maxn: bool = False) -> SweepPlan | None:

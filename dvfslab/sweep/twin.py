@@ -123,7 +123,9 @@ class SimExecutor(Executor):
             finally:
                 m = sampler.end_window(spec.run_id)
             row = measurement_row(m, sampler.total_rails, spec.steps)
-            row["energy_board_j"] = float(sum(m.energy_by_rail_j.values()))
+            # the whole module: its input rail alone when it has one (VDD_IN reads every other rail's load)
+            rails = board.profile.board.board_rails
+            row["energy_board_j"] = float(sum(m.energy_by_rail_j[r] for r in rails if r in m.energy_by_rail_j))
         twin = {"time_s": res.time_s, "energy_j": res.energy_j, "energy_gpu_j": res.energy_gpu_j,
                 "energy_cpu_j": res.energy_cpu_j, "gpu_util_pct": res.gpu_util_pct,
                 "mean_gpu_freq_mhz": res.mean_gpu_freq_mhz, "run_key": key,

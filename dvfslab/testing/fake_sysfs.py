@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dvfslab.core import boards
+from dvfslab.core import boards, jetson_modules
 from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKernelIO: public here too)
     CPU_REL,
     KERNEL_FILE,
@@ -45,36 +45,41 @@ from dvfslab.testing.fake_kernel import (  # noqa: F401  (KERNEL_FILE, FakeKerne
     write_attr,
     write_nvpmodel,
 )
+from dvfslab.testing.fake_tree import (  # noqa: F401  (public here too)
+    CPU_GOVERNORS,
+    GOVERNORS,
+    _build_cpus,
+    _build_devfreq,
+    _build_emc,
+    _build_rails,
+    _link,
+    record_mode_clocks,
+    record_modes,
+)
 
 #: what ``$DVFSLAB_SYSFS_IO`` / ``--sysfs-io`` take to select :class:`FakeKernelIO`
 FAKE_KERNEL_IO = "dvfslab.testing.fake_sysfs:FakeKernelIO"
-GOVERNORS = "nvhost_podgov userspace performance simple_ondemand"
 ORIN_THERMAL = ("cpu-thermal", "gpu-thermal", "cv0-thermal", "cv1-thermal", "cv2-thermal",
                 "soc0-thermal", "soc1-thermal", "soc2-thermal", "tj-thermal", "tboard-thermal",
                 "tdiode-thermal")
 XAVIER_THERMAL = ("CPU-therm", "GPU-therm", "AUX-therm", "AO-therm", "PMIC-Die", "Tboard_tegra",
                   "Tdiode_tegra", "thermal-fan-est")
-#: id -> (name, GPU max request in Hz or None = no cap, TPC_PG_MASK), from the real
-#: ``nvpmodel -p --verbose`` dump of an AGX Orin 64GB (tests/data/nvpmodel/)
-AGX_ORIN_MODES = {0: ("MAXN", None, 0), 1: ("MODE_15W", 408000000, 248),
-                  2: ("MODE_30W", 612000000, 240), 3: ("MODE_50W", 816000000, 0)}
+
+
+_ORIN = jetson_modules.AGX_ORIN_64GB
+#: id -> (name, GPU max request in Hz or None = no cap, TPC_PG_MASK): the AGX Orin 64GB record's modes
+#: (the real ``nvpmodel -p --verbose`` dump, tests/data/nvpmodel/)
+AGX_ORIN_MODES = record_modes(_ORIN)
 MAXN_ONLY = {0: ("MAXN", None, 0)}
 #: the AGX Orin's three CPU clusters (cpufreq policies 0, 4, 8), as nvpmodel's CPU_A78_0/1/2 name them
-ORIN_CLUSTERS = ((0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11))
-#: the AGX Orin 64GB's CPU table (kHz): 115.2 MHz in steps of 76.8 MHz to 2188.8 MHz, then 2201.6
-#: (public Orin DVFS studies' tables; every nvpmodel cap of the dump, 729.6 / 1113.6 / 1497.6 /
-#: 1728 MHz, lies on it)
-ORIN_CPU_KHZ = tuple(115200 + 76800 * k for k in range(28)) + (2201600,)
-#: id -> the CPU cores online, the CPU clusters' cap (kHz; None: none) and the EMC cap (Hz; None:
-#: none) of each AGX Orin 64GB mode, from the same real nvpmodel dump
-AGX_ORIN_MODE_CLOCKS = {0: {"cpu_online": 12, "cpu_max_khz": None, "emc_cap_hz": None},
-                        1: {"cpu_online": 4, "cpu_max_khz": 1113600, "emc_cap_hz": 2133000000},
-                        2: {"cpu_online": 8, "cpu_max_khz": 1728000, "emc_cap_hz": None},
-                        3: {"cpu_online": 12, "cpu_max_khz": 1497600, "emc_cap_hz": None}}
+ORIN_CLUSTERS = _ORIN.cpu_clusters
+#: the AGX Orin 64GB's CPU table (kHz), from its record
+ORIN_CPU_KHZ = tuple(int(round(f * 1000)) for f in _ORIN.cpu_levels_mhz)
+#: id -> the CPU cores online, the CPU clusters' cap (kHz) and the EMC cap (Hz) of each AGX Orin 64GB mode
+AGX_ORIN_MODE_CLOCKS = record_mode_clocks(_ORIN)
 #: the AGX Orin's EMC rates (Hz) and the one its own DVFS holds on an idle board (tegrastats)
-ORIN_EMC_HZ = tuple(int(round(f * 1e6)) for f in boards.ORIN_EMC_LEVELS_MHZ)
+ORIN_EMC_HZ = tuple(int(round(f * 1e6)) for f in _ORIN.emc_levels_mhz)
 ORIN_EMC_IDLE_HZ = 2133000000
-CPU_GOVERNORS = "userspace ondemand performance schedutil"
 #: the rails every fake reads when a profile does not set them, mW
 DEFAULT_RAIL_MW = 1000.0
 
@@ -124,6 +129,7 @@ class FakeBoardSpec:
     emc_possible_rates: bool = True
     emc_idle_hz: int = ORIN_EMC_IDLE_HZ
     mode_clocks: dict = field(default_factory=dict)
+    compatible: str = ""  # proc/device-tree/compatible, NUL separated (names the module's part number)
 
 
 def family_profile(family: str, name: str | None = None, **kw) -> FakeBoardSpec:
@@ -171,10 +177,14 @@ XAVIER_BASE = dict(
 PROFILES: dict[str, FakeBoardSpec] = {
     "agx-orin-jp5": _orin("agx-orin-jp5", 5),
     "agx-orin-jp6": _orin("agx-orin-jp6", 6),
-    "orin-nx-jp6": _orin(
-        "orin-nx-jp6", 6, family="Orin NX / Orin Nano", power_modes=MAXN_ONLY, update_interval_ms=None,
-        mode_clocks={}, cpu_clusters=(), emc=False,
-        rail_power_mw={"VDD_IN": 5200.0, "VDD_CPU_GPU_CV": 1100.0, "VDD_SOC": 1400.0}),
+    "orin-nx-jp6": _orin(  # an Orin NX 16GB (p3767-0000), from its module record
+        "orin-nx-jp6", 6, family="Orin NX / Orin Nano", update_interval_ms=None, emc=False,
+        levels_hz=levels_hz(jetson_modules.ORIN_NX_16GB.gpu_levels_mhz),
+        power_modes=record_modes(jetson_modules.ORIN_NX_16GB),
+        mode_clocks=record_mode_clocks(jetson_modules.ORIN_NX_16GB), cpu_clusters=jetson_modules.ORIN_NX_16GB.cpu_clusters,
+        cpu_khz=tuple(int(round(f * 1000)) for f in jetson_modules.ORIN_NX_16GB.cpu_levels_mhz),
+        compatible="nvidia,p3768-0000+p3767-0000\0nvidia,p3767-0000\0nvidia,tegra234\0",
+        rail_power_mw={"VDD_IN": 4761.0, "VDD_CPU_GPU_CV": 515.0, "VDD_SOC": 1428.0}),
     "agx-xavier-jp5": family_profile(
         "AGX Xavier", "agx-xavier-jp5", l4t="# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref",
         hwmon_index=2, **XAVIER_BASE),
@@ -182,11 +192,6 @@ PROFILES: dict[str, FakeBoardSpec] = {
         "AGX Xavier", "jp4-iio", l4t="# R32 (release), REVISION: 7.1, GCID: 29818004, BOARD: t186ref",
         rail_kind="iio", nvpmodel=True, **XAVIER_BASE),
 }
-
-
-def _link(link: Path, target: Path) -> None:
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(os.path.relpath(target, link.parent))
 
 
 @dataclass
@@ -396,98 +401,6 @@ class FakeBoard:
             p.chmod(0o444 if read_only else 0o644)
 
 
-def _build_devfreq(root: Path, device_dir: Path, node_name: str, levels_hz, governor: str) -> tuple[Path, Path]:
-    d = device_dir / "devfreq" / node_name
-    write_attr(d / "available_frequencies", " ".join(str(f) for f in levels_hz))
-    write_attr(d / "available_governors", GOVERNORS)
-    write_attr(d / "governor", governor)
-    for name, value in (("min_freq", levels_hz[0]), ("max_freq", levels_hz[-1]),
-                        ("cur_freq", levels_hz[0]), ("target_freq", levels_hz[0])):
-        write_attr(d / name, value)
-    _link(d / "device", device_dir)
-    link = root / "sys/class/devfreq" / node_name
-    _link(link, d)
-    return d, link
-
-
-def _build_cpus(root: Path, p: FakeBoardSpec) -> dict:
-    """``cpu<N>/online`` for every core and one cpufreq policy per cluster (all online); the
-    rules' state of each policy (its CPUs, table, QoS requests)."""
-    cpu_dir = root / CPU_REL
-    n_cpu = sum(len(c) for c in p.cpu_clusters)
-    for c in range(n_cpu):
-        write_attr(cpu_dir / f"cpu{c}" / "online", 1)
-    write_attr(cpu_dir / "online", f"0-{n_cpu - 1}")
-    policies = {}
-    for cluster in p.cpu_clusters:
-        d = cpu_dir / "cpufreq" / f"policy{cluster[0]}"
-        cpus = " ".join(str(c) for c in cluster)
-        for name, value in (("related_cpus", cpus), ("affected_cpus", cpus),
-                            ("scaling_available_frequencies", " ".join(str(f) for f in p.cpu_khz)),
-                            ("scaling_available_governors", CPU_GOVERNORS), ("scaling_governor", p.cpu_governor),
-                            ("cpuinfo_min_freq", p.cpu_khz[0]), ("cpuinfo_max_freq", p.cpu_khz[-1]),
-                            ("scaling_min_freq", p.cpu_khz[0]), ("scaling_max_freq", p.cpu_khz[-1]),
-                            ("scaling_cur_freq", p.cpu_khz[0]), ("cpuinfo_cur_freq", p.cpu_khz[0])):
-            write_attr(d / name, value)
-        for c in cluster:
-            _link(cpu_dir / f"cpu{c}" / "cpufreq", d)
-        rel = os.path.relpath(d, root)
-        policies[rel] = {"related": list(cluster), "table_khz": list(p.cpu_khz), "min_req_khz": None,
-                         "max_req_khz": None, "active": True}
-    return policies
-
-
-def _build_emc(root: Path, p: FakeBoardSpec) -> dict:
-    """The BPMP's EMC clock files (unlocked, at the DVFS's idle rate) and their rules' state."""
-    d = root / boards.EMC_CLK_DIR
-    for name, value in (("min_rate", p.emc_hz[0]), ("max_rate", p.emc_hz[-1]), ("rate", p.emc_idle_hz),
-                        ("mrq_rate_locked", 0)):
-        write_attr(d / name, value)
-    if p.emc_possible_rates:
-        write_attr(root / boards.EMC_POSSIBLE_RATES, " ".join(str(f // 1000) for f in p.emc_hz))
-    write_attr(root / boards.EMC_ISO_CAP, 0)
-    return {"dir": boards.EMC_CLK_DIR, "iso_cap": boards.EMC_ISO_CAP, "levels_hz": list(p.emc_hz),
-            "max_rate_hz": p.emc_hz[-1], "locked": 0, "req_hz": None, "dvfs_hz": p.emc_idle_hz, "ceiling_hz": None}
-
-
-def _build_rails(root: Path, p: FakeBoardSpec) -> tuple[dict, dict]:
-    dirs, channels = {}, {}
-    for i, (addr, labels) in enumerate(sorted(p.rails.items())):
-        if p.rail_kind == "ina238":  # one rail per chip (mainline hwmon ABI)
-            d = root / "sys/bus/i2c/drivers/ina238" / addr / "hwmon" / f"hwmon{p.hwmon_index + i}"
-            write_attr(d / "name", "ina238")
-            for label in labels:
-                write_attr(d / "in1_label", label)
-                for attr, value in (("in1_input", 5000), ("curr1_input", 0), ("power1_input", 0)):
-                    write_attr(d / attr, value)
-                channels[label] = (d, 1)
-        elif p.rail_kind == "iio":
-            d = root / "sys/bus/i2c/drivers/ina3221x" / addr / f"iio:device{i}"
-            for c, label in enumerate(labels):
-                if label:
-                    write_attr(d / f"rail_name_{c}", label)
-                    write_attr(d / f"in_voltage{c}_input", 5000)
-                    write_attr(d / f"in_current{c}_input", 0)
-                    write_attr(d / f"in_power{c}_input", 0)
-                    channels[label] = (d, c)
-        else:
-            d = root / "sys/bus/i2c/drivers/ina3221" / addr / "hwmon" / f"hwmon{p.hwmon_index + i}"
-            write_attr(d / "name", "ina3221")
-            if p.update_interval_ms is not None:
-                write_attr(d / "update_interval", p.update_interval_ms)
-            for c, label in enumerate(labels, start=1):
-                if label:
-                    write_attr(d / f"in{c}_label", label)
-                write_attr(d / f"in{c}_input", 1800 if label and "1V8" in label else 5000)
-                write_attr(d / f"curr{c}_input", 0)
-                write_attr(d / f"curr{c}_crit", 5000)
-                channels[label or f"{addr}/in{c}"] = (d, c)
-            write_attr(d / "in7_label", "sum of shunt voltages")
-            write_attr(d / "in7_input", 12)
-        dirs[addr] = d
-    return dirs, channels
-
-
 def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overrides) -> FakeBoard:
     """Write a fake Jetson tree for ``profile`` under ``root``: a key of :data:`PROFILES`, or the
     name of a board family (:func:`family_profile`, e.g. ``"AGX Orin"``).
@@ -536,6 +449,8 @@ def build_board(root: str | os.PathLike, profile: str = "agx-orin-jp6", **overri
         _link(root / f"sys/class/thermal/thermal_zone{i}", z)
         thermal[kind] = z
     write_attr(root / "proc/device-tree/model", p.model + "\0")
+    if p.compatible:
+        write_attr(root / "proc/device-tree/compatible", p.compatible)
     write_attr(root / "etc/nv_tegra_release", p.l4t)
     nvp = root / "usr/sbin/nvpmodel" if p.nvpmodel else None
     board = FakeBoard(root, p, devfreq_dir, link, device_dir, load_path, hwmon_dirs, channels, thermal, nvp)

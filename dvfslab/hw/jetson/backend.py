@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from dvfslab.hw.base import Backend, BackendUnavailableError, PowerReadError
-from dvfslab.hw.jetson.board import board_model, jetpack_release
+from dvfslab.hw.jetson.board import board_model, board_module, jetpack_release
 from dvfslab.hw.jetson.clocks import JetsonClocks, find_gpu_devfreq
 from dvfslab.hw.jetson.nvpmodel import read_power_mode
 from dvfslab.hw.jetson.power import JetsonPowerReader, JetsonTelemetry
@@ -39,6 +39,10 @@ def open_backend(sysfs_root="/", state_dir=None, io: SysfsIO | None = None, powe
     telemetry = JetsonTelemetry(io=io, devfreq_rel=node.rel)
     description = {
         "board": board_model(io),
+        # the module by the part number the device tree names (None: no known one); the model string
+        # cannot tell an Orin NX 16GB from an 8GB (docs/hardware.md, "Module records")
+        "part_number": (module := board_module(io)) and module.part_number,
+        "module": module and module.key,
         "jetpack": jetpack_release(io),
         "power_mode": None,
         "gpu": node.gpu,

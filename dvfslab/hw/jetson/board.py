@@ -18,6 +18,8 @@ from dvfslab.hw.jetson.sysfs import SysfsIO
 
 UNKNOWN_FAMILY = "unknown board (sum of all rails)"
 MODEL_FILES = ("proc/device-tree/model", "sys/firmware/devicetree/base/model")
+#: device-tree files that name the module's part number (``nvidia,p3768-0000+p3767-0000``, ``3767:0000``)
+PART_FILES = ("proc/device-tree/compatible", "proc/device-tree/nvidia,boardids")
 RELEASE_FILE = "etc/nv_tegra_release"
 
 
@@ -26,6 +28,17 @@ def board_model(io: SysfsIO) -> str | None:
     for rel in MODEL_FILES:
         if io.exists(rel):
             return io.read_text(rel) or None
+    return None
+
+
+def board_module(io: SysfsIO) -> boards.Board | None:
+    """The module record (:mod:`dvfslab.core.jetson_modules`) of the part number the device tree
+    names, as jetson-stats identifies modules; None when no file names a known one."""
+    for rel in PART_FILES:
+        if io.exists(rel):
+            module = boards.module_for(io.read_text(rel))
+            if module is not None:
+                return module
     return None
 
 
