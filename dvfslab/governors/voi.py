@@ -28,6 +28,14 @@ A value-of-information rule (a one-step preposterior analysis over a discrete pr
   positive and stops when none is; then it holds ``b``. Before any reading one reading alone
   teaches nothing (the scale absorbs it), so the first decision looks at pairs: read ``b`` (at no
   extra cost) and ``x``; voi starts (by reading ``b``) only when the best pair pays.
+* **Candidates** — the levels weighed at a decision are not all ``L`` levels but a set from the
+  prior: each hypothesis's own least-cost level, the ``candidates`` (default 8) levels of least
+  posterior-mean cost, and the held level (:meth:`VoiSession._candidates`). A level that no
+  hypothesis and not the posterior ranks near the top is rarely worth its window, and weighing
+  every level made a decision cost ``O(L^2)`` (a posterior over all ``L`` levels per level).
+  **Complexity of a decision**: at most ``H + candidates + 1`` posterior evaluations
+  (:meth:`VoiSession._posterior`), each ``O(H · 3^n · L)`` (``H`` hypotheses, ``n`` <= 2 new
+  readings by quadrature), so ``O((H + candidates) · 9 · H · L)``: linear in the levels.
 * **Job length** — what it plans with is ``workload["plan_job_units"]`` (the replay sets the
   training workloads' median; never the job's true length), else ``job_units``.
 
@@ -169,17 +177,20 @@ class VoiGovernor(ProbingGovernor):
     """The value-of-information rule (module doc). ``job_units``: the job length planned with when
     the workload has no ``plan_job_units``; ``noise_cv``: a reading's noise when the probe has no
     model; ``shape_sigma``: None, the training curves' leave-one-out misfit; ``max_probes``: None,
-    the number of levels."""
+    the number of levels; ``candidates``: how many levels of least posterior-mean cost are weighed
+    at each decision besides each hypothesis's own best (module doc, *Candidates*)."""
 
     name = "voi"
     summary = ("value of information: the training curves as a prior, probe a level only while its expected gain over "
                "the rest of the job beats its cost, then hold the best posterior level")
     tags = GovernorTags(needs_training=True, probes=True,
-                        saves=("job_units", "noise_cv", "shape_sigma", "max_probes", "curves_", "info_"))
+                        saves=("job_units", "noise_cv", "shape_sigma", "max_probes", "candidates", "curves_",
+                               "info_"))
 
     def __init__(self, job_units: float = 1000.0, noise_cv: float = 0.0, shape_sigma: float | None = None,
-                 max_probes: int | None = None, objective: Selector = LEAST_ENERGY):
+                 max_probes: int | None = None, objective: Selector = LEAST_ENERGY, candidates: int = 8):
         self.job_units = job_units
+        self.candidates = candidates
         self.noise_cv = noise_cv
         self.shape_sigma = shape_sigma
         self.max_probes = max_probes
@@ -203,8 +214,15 @@ class VoiGovernor(ProbingGovernor):
                 groups.append(model_of.get(w, w))
         if len(curves) < 2:
             if data is not None and data.knob.name == SETTING:
-                raise GovernorError(f"voi: a joint setting needs at least two training curves (got {len(curves)}); "
-                                    "its untrained U-shaped prior runs along one knob's levels, not setting indices")
+                if not curves:
+                    raise GovernorError("voi: a joint setting needs at least one training curve (got none); its "
+                                        "untrained U-shaped prior runs along one knob's levels, not setting indices")
+                # one curve: nothing to learn (README): hold FFG's setting (the curve's least cost), no probe
+                self.curves_ = curves
+                self.info_ = {"prior": "one training curve", "n_curves": 1, "shape_sigma": 0.0,
+                              "fallback": "ffg", "cannot_learn": f"one training workload ({data.train_ids[0]}): "
+                                                                 "nothing to generalize from"}
+                return
             self.curves_ = []
             self.info_ = {"prior": "u-shape", "n_curves": 0, "shape_sigma": None,
                           "why": "untrained: fewer than two training curves"}
@@ -214,6 +232,12 @@ class VoiGovernor(ProbingGovernor):
             self.info_ = {"prior": "training curves", "n_curves": len(curves),
                           "shape_sigma": posterior_misfit(curves, groups if by_model else None),
                           "shape_sigma_from": "leave-one-model-out" if by_model else "leave-one-curve-out"}
+
+    def fallback_note(self) -> str:
+        info = getattr(self, "info_", None) or {}
+        if info.get("fallback"):
+            return f"could not learn ({info.get('cannot_learn') or 'nothing to learn'}): falls back to FFG"
+        return ""
 
     def check_state(self) -> None:
         for c in self._fitted("curves_"):
@@ -255,7 +279,9 @@ class VoiSession(ProbeSession):
         if not float(governor.noise_cv) >= 0:
             raise GovernorError(f"voi: noise_cv must be >= 0, got {governor.noise_cv!r}")
         self.noise_cv = float(governor.noise_cv)
-        self.untrained = len(curves) < 2
+        info = getattr(governor, "info_", None) or {}
+        fallback = bool(info.get("fallback")) and len(curves) == 1  # one training curve on a joint knob (_fit)
+        self.untrained = len(curves) < 2 and not fallback
         prior = u_family(self.table) if self.untrained else list(curves)
         fitted = (getattr(governor, "info_", None) or {}).get("shape_sigma")
         self.shape_sigma = (float(governor.shape_sigma) if governor.shape_sigma is not None else
@@ -267,9 +293,13 @@ class VoiSession(ProbeSession):
         self.log_t = np.log(np.array([_interp(self.table, c["level"], c["time_rel"]) for c in prior]))
         self.windows = np.array([float(model.window(f)) if model is not None else 1.0 for f in self.table])
         n = len(self.table)
-        self.budget = int(governor.max_probes) if governor.max_probes is not None else n
+        self.budget = 0 if fallback else int(governor.max_probes) if governor.max_probes is not None else n
         if self.budget < 0:
             raise GovernorError(f"voi: max_probes must be >= 0, got {governor.max_probes!r}")
+        self.n_candidates = int(getattr(governor, "candidates", 8))
+        if self.n_candidates < 0:
+            raise GovernorError(f"voi: candidates must be >= 0, got {self.n_candidates!r}")
+        self._own_best: set[int] | None = None
         self.reads: list[tuple[int, float, float, float]] = []  # (level index, log E/unit, log T/unit, variance)
         self.used = 0.0
         self.observed: list[ProbeStep] = []
@@ -397,6 +427,20 @@ class VoiSession(ProbeSession):
 
     # ---- the rule ----------------------------------------------------------------------------
 
+    def _candidates(self, costs, b: int) -> list[int]:
+        """The levels worth weighing a probe of (module doc, *Candidates*): each hypothesis's own
+        least-cost level, the ``candidates`` levels of least posterior-mean cost (``costs``) and the
+        held ``b``; ascending. At most ``H + candidates + 1`` of them whatever the table's size ``L``,
+        found in O(H·L) (an argmin per hypothesis, an argpartition of ``costs``)."""
+        np = self.np
+        if self._own_best is None:  # the prior's: fixed for the session
+            own = self._best(self._costs(np.exp(self.log_e), np.exp(self.log_t)), np)
+            self._own_best = {int(i) for i in own if i >= 0}
+        n = len(self.table)
+        k = min(self.n_candidates, n)
+        top = np.argpartition(np.where(np.isfinite(costs), costs, np.inf), k - 1)[:k] if k > 0 else []
+        return sorted(self._own_best | {int(i) for i in top} | ({b} if b >= 0 else set()))
+
     def _plan(self) -> None:
         """Choose the next probe (``_pending``) or stop and hold the best level."""
         np = self.np
@@ -409,7 +453,7 @@ class VoiSession(ProbeSession):
         best_net, best_x = 0.0, None
         if b >= 0 and len(self.reads) < self.budget:
             cb = costs[b]
-            for x in range(len(self.table)):
+            for x in self._candidates(costs, b):
                 if x in read or not np.isfinite(costs[x]):
                     continue
                 if self.reads:
