@@ -45,7 +45,10 @@ SOURCES = ("measured", "simulated")
 # power-limit sweep's default limit); both mean the same rule in the analysis
 BASELINES = ("maxn", "fmax", "max_level")
 RUN_STATUSES = ("ok", "failed")
-MODEL_TYPES = ("encoder", "decoder")
+#: a workload's model type: a transformer (encoder-only, decoder-only), a convolutional network, a
+#: recurrent one (LSTM, GRU), or other; features that do not apply to it stay empty (is_decoder for a
+#: CNN, avg_seq_len for an image model), never invented
+MODEL_TYPES = ("encoder", "decoder", "cnn", "rnn", "other")
 SPLITS = ("characterization", "evaluation")
 
 # column -> kind: "str" (required, non-empty), "str?" (may be empty), "float", "float?",
