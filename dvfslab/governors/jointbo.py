@@ -1,0 +1,412 @@
+"""``bo``: Bayesian optimisation over the clocks — a Gaussian-process surrogate of the job's energy per
+unit over a (joint) setting's clocks in log space, warm-started from the training curves, probing
+a setting only while its expected improvement over the rest of the job beats what the probe costs.
+
+**Surrogate.** A setting ``s`` is a point ``z(s)`` = the log of each of its clocks (a one-knob
+table: the log of its level). The job's log energy per unit is ``y(s) = c + m(s) + g(s)``:
+
+* ``m(s)`` — the prior mean: the mean over the training workloads of ``log(E_w(s) / E_w,baseline)``
+  (the training curves, each relative to its own baseline, in the log: FFG's score in log space);
+* ``c`` — the job's unknown scale: a flat prior, estimated from the readings (ordinary kriging);
+* ``g`` — the job's own deviation from the mean shape: a Gaussian process with covariance
+  ``sigma^2 (rho · exp(-½ Σ_k ((z_k - z'_k) / l_k)^2) + (1 - rho) · [s = s'])``: a smooth part over
+  the clocks (length ``l_k = length · (log range of clock k)``) and a part of each setting's own.
+
+**Fit** (warm start, no result used): ``sigma^2`` is the pooled variance of the training curves'
+residuals ``log e_w(s) - m(s)`` after each curve's own mean offset, times ``W / (W - 1)`` (``m`` is
+the mean of the same ``W`` curves); ``length`` and ``rho`` maximise the residuals' Gaussian
+log-likelihood over the grid :data:`LENGTHS` × :data:`RHOS` (on at most :data:`FIT_POINTS`
+settings, a fixed sample, so a fit costs no more on a big grid). A parameter given by hand
+(``sigma``, ``length``, ``rho``) is kept. Fewer than two training curves: nothing to learn
+(README): the governor holds the one curve's least setting (FFG's) and probes nothing.
+
+**Readings.** A probe of ``s`` runs its window (the probe model's ``window(s)``; without a model one
+unit) and reads the log energy per unit; its noise variance is ``log(1 + cv^2)``, ``cv`` the probe
+model's ``sigma(units read)`` (else ``noise_cv``). A probe that changes the EMC or the CPU clock
+from the setting the job runs at (its default, all clocks at the top, before the first probe)
+first lets ``ceil(settle_s / t)`` units pass unread (``t``: the time per unit last read; one unit
+before any reading): the settle of those clocks (``settle_s`` = 0.2 s, dvfslab's clock lock's
+bound, docs/hardware.md *Settle*). They run at the probed setting and are charged like any unit.
+
+**Posterior** after readings ``X`` (ordinary kriging): with ``K = cov(X, X) + diag(noise)``,
+``r = y_X - m(X)``, ``c = 1'K⁻¹r / 1'K⁻¹1``: ``mu(s) = m(s) + c + k_s'K⁻¹(r - c1)`` and
+``var(s) = sigma^2 - k_s'K⁻¹k_s + (1 - 1'K⁻¹k_s)^2 / 1'K⁻¹1`` (``k_s = cov(X, s)``); its expected
+energy per unit ``M(s) = exp(mu + var / 2)``.
+
+**Probe rule.** The first probe reads the prior's best setting ``s0`` (least ``m`` among the
+admissible: it would be held anyway, so reading it costs nothing beyond its settle). Then, with
+``b`` the setting of least ``M`` (the one held if probing stopped) and ``U`` the units left:
+for every admissible setting ``x`` not read, ``EI(x) = E[max(0, M(b) - exp(y(x)))] =
+M(b) Φ(d) - M(x) Φ(d - sd(x))``, ``d = (log M(b) - mu(x)) / sd(x)``, and its net value
+``(U - u(x)) · EI(x) - u(x) · (M(x) - M(b))``, ``u(x)`` its units (window plus settle). The
+setting of the largest net value is probed while that is positive (and fewer than
+``max_probes``); then ``b`` is held. Energies are in units of the prior's (relative to a baseline);
+the rule is scale-free. A slowdown limit keeps the settings whose prior mean time
+(``T_w(s) / T_w,baseline``, averaged) meets it; the held setting is the least cost of the
+objective among them.
+
+**Complexity.** A decision with ``n`` readings costs ``O(L · n^2 + n^3)`` over ``L`` settings (one
+covariance row per setting and reading): linear in the settings; a job makes at most
+``max_probes`` of them. The fit costs ``O(W · L)`` plus ``O(|LENGTHS| · |RHOS| · W · FIT_POINTS^3)``.
+
+**A design that is not the full grid** (a random or Latin-hypercube joint sweep): the surrogate
+lives on the clocks, not on the grid's lines, so any set of settings works; a setting no training
+workload ran is not a candidate (it has no prior mean).
+
+numpy is imported when a session starts or the governor is fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dvfslab.core.errors import SweepError
+from dvfslab.data.knobs import SETTING
+from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.objective import LEAST_ENERGY, Selector
+
+if TYPE_CHECKING:
+    from dvfslab.analysis.training import TrainingData
+    from dvfslab.governors.probemodel import ProbeModel
+
+#: the fit's grid: the length scale as a share of each clock's log range, and the smooth share
+LENGTHS = (0.125, 0.25, 0.5, 1.0, 2.0)
+RHOS = (0.5, 0.8, 0.95)
+#: the most settings the fit's likelihood is evaluated on (a fixed sample beyond it)
+FIT_POINTS = 300
+#: the clocks whose change settles before a reading (the GPU's is in the probe model's window)
+SETTLING = ("emc_freq_mhz", "cpu_freq_mhz")
+#: a numerical floor on a variance
+VAR_FLOOR = 1e-12
+
+
+def _phi(x):
+    """The standard normal's CDF (numpy arrays)."""
+    import numpy as np
+    from scipy.special import ndtr
+
+    return ndtr(np.asarray(x, float))
+
+
+def se_kernel(za, zb):
+    """``exp(-½ |za - zb|^2)`` between the rows of ``za`` (n, k) and ``zb`` (m, k): (n, m)."""
+    import numpy as np
+
+    d2 = (za * za).sum(1)[:, None] + (zb * zb).sum(1)[None, :] - 2.0 * za @ zb.T
+    return np.exp(-0.5 * np.maximum(d2, 0.0))
+
+
+class BoGovernor(ProbingGovernor):
+    """Bayesian optimisation over the clocks (module doc). ``job_units``: the job length planned with
+    when the workload has no ``plan_job_units``; ``noise_cv``: a reading's noise without a probe
+    model; ``sigma``, ``length``, ``rho``: the surrogate's (None: fitted); ``settle_s``: the EMC /
+    CPU settle; ``max_probes``: the most settings read."""
+
+    name = "bo"
+    summary = ("Bayesian optimisation over the clocks: a Gaussian process in log-clock space warm-started from the "
+               "training curves; probe while the expected improvement over the rest of the job beats the probe's cost")
+    tags = GovernorTags(needs_training=True, probes=True,
+                        saves=("job_units", "noise_cv", "sigma", "length", "rho", "settle_s", "max_probes",
+                               "prior_"))
+
+    def __init__(self, job_units: float = 1000.0, noise_cv: float = 0.0, sigma: float | None = None,
+                 length: float | None = None, rho: float | None = None, settle_s: float = 0.2,
+                 max_probes: int = 20, objective: Selector = LEAST_ENERGY):
+        self.job_units = job_units
+        self.noise_cv = noise_cv
+        self.sigma = sigma
+        self.length = length
+        self.rho = rho
+        self.settle_s = settle_s
+        self.max_probes = max_probes
+        self.objective = objective
+
+    def _fit(self, data: TrainingData | None) -> None:
+        import numpy as np
+
+        data = self._require(data)
+        sweep = data.sweep
+        table = [float(x) for x in data.level_table]
+        knobs = list(sweep.joint_knobs) if sweep.knob.name == SETTING else [sweep.knob.name]
+        clocks = ([[float(v) for v in sweep.settings[int(i)]] for i in table] if sweep.knob.name == SETTING
+                  else [[x] for x in table])
+        pos = {x: j for j, x in enumerate(table)}
+        log_e, t_rel, ids = [], [], []
+        for w in data.train_ids:
+            try:
+                levels, energy, time = sweep.curve(w)
+                e_b, t_b = sweep.baseline_of(w)
+            except SweepError:  # no level runs or no baseline: it teaches nothing here
+                continue
+            row_e, row_t = np.full(len(table), np.nan), np.full(len(table), np.nan)
+            for lv, e, t in zip(levels, energy, time, strict=True):
+                if float(lv) in pos:
+                    row_e[pos[float(lv)]], row_t[pos[float(lv)]] = math.log(float(e) / e_b), float(t) / t_b
+            log_e.append(row_e)
+            t_rel.append(row_t)
+            ids.append(w)
+        if not ids:
+            raise GovernorError("bo: needs at least one training workload with level runs and a baseline")
+        log_e, t_rel = np.array(log_e), np.array(t_rel)
+        seen = ~np.isnan(log_e).all(axis=0)  # a setting no training workload ran has no prior mean
+        mean = np.where(seen, np.nanmean(np.where(seen, log_e, 0.0), axis=0), np.nan)
+        mean_t = np.where(seen, np.nanmean(np.where(seen, t_rel, 1.0), axis=0), np.nan)
+        prior: dict[str, Any] = {"knobs": knobs, "levels": [x for x, ok in zip(table, seen, strict=True) if ok],
+                                 "clocks": [c for c, ok in zip(clocks, seen, strict=True) if ok],
+                                 "mean_log_energy": [float(v) for v in mean[seen]],
+                                 "mean_time_rel": [float(v) for v in mean_t[seen]], "n_curves": len(ids)}
+        if len(ids) < 2:
+            prior.update(sigma=0.0, length=1.0, rho=1.0, fallback="ffg",
+                         cannot_learn=f"one training workload ({ids[0]}): nothing to generalize from")
+            self.prior_ = prior
+            return
+        resid = log_e[:, seen] - mean[seen]
+        resid = resid - np.nanmean(resid, axis=1, keepdims=True)  # each curve's own offset: the job's scale
+        w = len(ids)
+        sigma2 = float(np.nanmean(resid ** 2)) * w / (w - 1)
+        prior["sigma"] = float(self.sigma) if self.sigma is not None else math.sqrt(max(sigma2, VAR_FLOOR))
+        length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2)
+        prior.update(length=length, rho=rho)
+        self.prior_ = prior
+
+    def _fit_shape(self, clocks, resid, sigma2: float) -> tuple[float, float]:
+        """``length`` and ``rho``: given, or the grid's most likely for the residual curves (module doc)."""
+        import numpy as np
+
+        lengths = (float(self.length),) if self.length is not None else LENGTHS
+        rhos = (float(self.rho),) if self.rho is not None else RHOS
+        if len(lengths) == len(rhos) == 1:
+            return lengths[0], rhos[0]
+        pick = np.arange(clocks.shape[0])
+        if pick.size > FIT_POINTS:
+            pick = np.sort(np.random.default_rng(0).choice(pick, FIT_POINTS, replace=False))
+        best, arg = -math.inf, (lengths[0], rhos[0])
+        for length in lengths:
+            z = scaled(clocks[pick], clocks, length)
+            smooth = se_kernel(z, z)
+            for rho in rhos:
+                cov = sigma2 * (rho * smooth + (1 - rho) * np.eye(pick.size))
+                ll = 0.0
+                for r in resid[:, pick]:
+                    ok = ~np.isnan(r)
+                    c = cov[np.ix_(ok, ok)]
+                    chol = np.linalg.cholesky(c + 1e-9 * np.eye(ok.sum()))
+                    a = np.linalg.solve(chol, r[ok])
+                    ll += -0.5 * float(a @ a) - float(np.log(np.diag(chol)).sum())
+                if ll > best:
+                    best, arg = ll, (length, rho)
+        return arg
+
+    def fallback_note(self) -> str:
+        prior = getattr(self, "prior_", None) or {}
+        if prior.get("fallback"):
+            return f"could not learn ({prior.get('cannot_learn')}): falls back to FFG"
+        return ""
+
+    def check_state(self) -> None:
+        p = self._fitted("prior_")
+        n = len(p.get("levels", ()))
+        if not (n > 0 and len(p.get("clocks", ())) == len(p.get("mean_log_energy", ())) == len(
+                p.get("mean_time_rel", ())) == n):
+            raise GovernorError("bo: its prior needs levels, clocks, mean_log_energy and mean_time_rel of one length")
+
+    def start(self, workload: Mapping[str, Any], levels: Sequence[float], model: ProbeModel | None = None
+              ) -> BoSession:
+        return BoSession(self, self._fitted("prior_"), workload, levels, model)
+
+
+def scaled(points, clocks, length: float):
+    """``points``' log clocks over ``length`` × each clock's log range in ``clocks`` (a clock with one
+    value: range 1)."""
+    import numpy as np
+
+    logs = np.log(np.asarray(clocks, float))
+    span = logs.max(axis=0) - logs.min(axis=0)
+    span = np.where(span > 0, span, 1.0)
+    return np.log(np.asarray(points, float)) / (length * span)
+
+
+class BoSession(ProbeSession):
+    """One job under ``bo`` (module doc): probes a setting's window (plus the settle of a changed
+    EMC / CPU clock), plans again after each reading, then holds the least expected energy."""
+
+    def __init__(self, governor: BoGovernor, prior: Mapping[str, Any], workload: Mapping[str, Any],
+                 levels: Sequence[float], model: ProbeModel | None):
+        import numpy as np
+
+        self.np = np
+        offered = {float(x) for x in levels}
+        keep = [j for j, x in enumerate(prior["levels"]) if float(x) in offered]
+        if not keep:
+            raise GovernorError("bo: none of the job's levels is in its prior (fitted on another table?)")
+        self.table = [float(prior["levels"][j]) for j in keep]
+        self.clocks = np.array([prior["clocks"][j] for j in keep], float)
+        self.mean = np.array([prior["mean_log_energy"][j] for j in keep], float)
+        t_rel = np.array([prior["mean_time_rel"][j] for j in keep], float)
+        self.knobs = list(prior["knobs"])
+        self.objective, self.model = governor.objective, model
+        self.sigma2 = float(prior["sigma"]) ** 2
+        self.rho = float(prior["rho"])
+        self.z = scaled(self.clocks, self.clocks, float(prior["length"]))
+        plan = workload.get("plan_job_units")
+        plan = governor.job_units if plan is None or (isinstance(plan, float) and math.isnan(plan)) else plan
+        if not (isinstance(plan, int | float) and float(plan) > 0):
+            raise GovernorError(f"bo: the job length planned with must be > 0 units, got {plan!r}")
+        self.plan_units, self.noise_cv = float(plan), float(governor.noise_cv)
+        self.settle_s = float(governor.settle_s)
+        if not (self.noise_cv >= 0 and self.settle_s >= 0):
+            raise GovernorError(f"bo: noise_cv and settle_s must be >= 0, got {governor.noise_cv!r}, "
+                                f"{governor.settle_s!r}")
+        self.budget = 0 if prior.get("fallback") else int(governor.max_probes)
+        # the admissible settings: the prior's mean time relative to the baseline meets the limit
+        self.admissible = t_rel <= self.objective.limit
+        self.t_rel = t_rel
+        self.current = self.clocks.max(axis=0)  # the job starts at its default: every clock at the top
+        self.reads: list[tuple[int, float, float]] = []  # (index, log energy per unit, noise variance)
+        self.tau: float | None = None  # time per unit last read
+        self.used = 0.0
+        self.observed: list[ProbeStep] = []
+        self.profiling_steps = 0
+        self._acc = [0.0, 0.0, 0.0, 0.0]  # units seen, units read, energy read, time read
+        self._pending: int | None = None
+        self._settle = self._window = 0.0
+        self._level: float | None = None
+        self._note = ""
+        self.evaluations = 0  # posterior evaluations (each O(L n^2)): what a decision costs
+        self._plan()
+
+    # ---- the surrogate ---------------------------------------------------------------------
+
+    def _noise(self, units: float) -> float:
+        read = self.model.read_fraction if self.model is not None else 1.0
+        cv = self.model.sigma(units * read) if self.model is not None else self.noise_cv
+        return math.log1p(cv * cv)
+
+    def posterior(self):
+        """``(mu, var)`` of the job's log energy per unit at every setting (module doc)."""
+        np = self.np
+        self.evaluations += 1
+        if not self.reads:
+            return self.mean.copy(), np.full(len(self.table), np.inf)
+        idx = np.array([r[0] for r in self.reads])
+        y = np.array([r[1] for r in self.reads])
+        noise = np.array([r[2] for r in self.reads])
+        smooth = se_kernel(self.z[idx], self.z)  # (n, L)
+        own = (idx[:, None] == np.arange(len(self.table))[None, :]).astype(float)
+        k = self.sigma2 * (self.rho * smooth + (1 - self.rho) * own)  # cov(X, s), (n, L)
+        cov = k[:, idx] + np.diag(np.maximum(noise, VAR_FLOOR))
+        r = y - self.mean[idx]
+        sol = np.linalg.solve(cov, np.column_stack([r, np.ones(len(idx)), k]))  # K⁻¹ [r, 1, k]: O(n^2 L)
+        a_r, a_1, a_k = sol[:, 0], sol[:, 1], sol[:, 2:]
+        ones_a_1 = float(a_1.sum())
+        c = float(a_r.sum()) / ones_a_1
+        mu = self.mean + c + (k * (a_r - c * a_1)[:, None]).sum(axis=0)
+        var = self.sigma2 - (k * a_k).sum(axis=0) + (1.0 - a_k.sum(axis=0)) ** 2 / ones_a_1
+        return mu, np.maximum(var, 0.0)
+
+    def _units(self, i: int) -> tuple[float, float]:
+        """``(window, settle)`` units of a probe of setting ``i`` from the current setting."""
+        window = float(self.model.window(self.table[i])) if self.model is not None else 1.0
+        moved = any(k in SETTLING and self.clocks[i][j] != self.current[j] for j, k in enumerate(self.knobs))
+        if not (moved and self.settle_s > 0):
+            return window, 0.0
+        return window, float(math.ceil(self.settle_s / self.tau - 1e-9)) if self.tau else 1.0
+
+    # ---- the rule ----------------------------------------------------------------------------
+
+    def _costs(self, expected):
+        np = self.np
+        trel = self.t_rel / self.t_rel[int(np.argmax(self.clocks.sum(axis=1)))]
+        maxp = float(np.max(expected / trel))
+        c = np.array([self.objective.cost(float(e), float(t), maxp) for e, t in zip(expected, trel, strict=True)])
+        return np.where(self.admissible, c, np.inf)
+
+    def _plan(self) -> None:
+        np = self.np
+        mu, var = self.posterior()
+        read = {r[0] for r in self.reads}
+        if not self.reads:
+            expected = np.exp(mu)
+            b = int(np.argmin(self._costs(expected)))
+            if self.budget > 0 and np.isfinite(self._costs(expected)[b]):
+                return self._probe(b)
+            return self._hold(b, "no probe")
+        expected = np.exp(mu + var / 2)
+        costs = self._costs(expected)
+        b = int(np.argmin(costs))
+        if len(self.reads) >= self.budget:
+            return self._hold(b, f"probe budget reached ({self.budget} settings)")
+        sd = np.sqrt(np.maximum(var, VAR_FLOOR))
+        m_b = float(expected[b])
+        d = (math.log(m_b) - mu) / sd
+        ei = m_b * _phi(d) - expected * _phi(d - sd)
+        left = self.plan_units - self.used
+        units = np.array([sum(self._units(i)) for i in range(len(self.table))])
+        net = (left - units) * ei - units * (expected - m_b)
+        net[list(read)] = -np.inf
+        net[~self.admissible | (left - units <= 0)] = -np.inf
+        x = int(np.argmax(net))
+        if net[x] > 0:
+            return self._probe(x)
+        return self._hold(b, f"no probe's expected improvement over the {max(left, 0.0):g} units left beats its cost")
+
+    def _probe(self, i: int) -> None:
+        self._pending = i
+        self._window, self._settle = self._units(i)
+
+    def _hold(self, b: int, why: str) -> None:
+        self._pending = None
+        self._level = self.table[b]
+        self._note = f"bo: {len(self.reads)} settings read, {why}"
+
+    # ---- the session protocol ------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self._pending is None
+
+    def next_level(self) -> float | None:
+        return self._level if self.done else self.table[self._pending]
+
+    def next_probe(self) -> tuple[float | None, float]:
+        if self.done:
+            return self._level, 1.0
+        return self.table[self._pending], self._settle + self._window - self._acc[0]
+
+    def observe(self, step: ProbeStep) -> None:
+        if self.done:
+            return
+        self.observed.append(step)
+        self.profiling_steps = len(self.observed)
+        acc = self._acc
+        before = acc[0]
+        acc[0] += float(step.units)
+        if acc[0] <= self._settle + 1e-9 and before < self._settle:  # all of it in the settle: not read
+            return
+        acc[1] += float(step.units)
+        acc[2] += float(step.energy_j)
+        acc[3] += float(step.time_s)
+        if acc[0] < self._settle + self._window - 1e-9:
+            return
+        i = self._pending
+        units, energy, time = acc[1], acc[2], acc[3]
+        if not (energy > 0 and time > 0):
+            raise GovernorError(f"bo: a reading of level {self.table[i]:g} must have energy and time > 0, got "
+                                f"{energy!r} J over {time!r} s")
+        self.reads.append((i, math.log(energy / units), self._noise(units)))
+        self.tau = time / units
+        self.current = self.clocks[i]
+        self.used += acc[0]
+        self._acc = [0.0, 0.0, 0.0, 0.0]
+        self._plan()
+
+    @property
+    def note(self) -> str:
+        return self._note
+
+    @property
+    def level(self) -> float | None:
+        return self._level
