@@ -70,7 +70,7 @@ def write_joint_dataset(out: Path, workloads=WORKLOADS, *, reps: int = 2, steps:
             "settings": settings, "device": {"board": "Jetson AGX Xavier (simulated, uncalibrated)"},
             "generator": f"benchmarks/joint_scale.py (the twin's joint_grid, AGX Xavier profile; rep-to-rep noise "
                          f"{noise:g} log-sd; seed {seed})"}
-    wl = pd.DataFrame(rows).drop(columns=["job_steps"])
+    wl = pd.DataFrame(rows)  # job_steps: the GLUE task's whole job (3 epochs), what a governor is charged over
     return write_dataset(out, meta, wl, frame).path
 
 

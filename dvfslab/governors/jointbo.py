@@ -36,16 +36,22 @@ energy per unit ``M(s) = exp(mu + var / 2)``.
 **Probe rule.** The first probe reads the prior's best setting ``s0`` (least ``m`` among the
 admissible: it would be held anyway, so reading it costs nothing beyond its settle). Then, with
 ``b`` the setting of least ``M`` (the one held if probing stopped) and ``U`` the units left:
-for every admissible setting ``x`` not read, ``EI(x) = E[max(0, M(b) - exp(y(x)))] =
-M(b) Φ(d) - M(x) Φ(d - sd(x))``, ``d = (log M(b) - mu(x)) / sd(x)``, and its net value
-``(U - u(x)) · EI(x) - u(x) · (M(x) - M(b))``, ``u(x)`` its units (window plus settle). The
-setting of the largest net value is probed while that is positive (and fewer than
+for every admissible setting ``x`` not read, the expected improvement of a reading of ``x``:
+a reading moves ``x``'s posterior mean, relative to ``b``'s, by a normal of sd
+``u = (var(x) - cov(x, b)) / sqrt(var(x) + noise(x))`` (the job's scale moves both: what they
+share does not count; a noisy reading moves the mean less), so ``EI(x) = E[max(0, M(b) - M'(x))]
+= M(b) Φ(d) - M(x) Φ(d - u)``, ``d = (log M(b) - mu(x) - (var(x) - u^2) / 2) / u`` (exact,
+noise-free readings and ``b`` read: ``u = sd(x)``, the classic expected improvement); its net value
+``(U - u(x)) · EI(x) - u(x) · (M(x) - M(b))``, ``u(x)`` its units (the read units plus settle). The
+read units are weighed too: the window times each of :data:`READ_LENGTHS` (a longer reading is
+less noisy, ``noise`` shrinking as the probe model says, and costs more units). The setting and
+length of the largest net value are probed while that is positive (and fewer than
 ``max_probes``); then ``b`` is held. Energies are in units of the prior's (relative to a baseline);
 the rule is scale-free. A slowdown limit keeps the settings whose prior mean time
 (``T_w(s) / T_w,baseline``, averaged) meets it; the held setting is the least cost of the
 objective among them.
 
-**Complexity.** A decision with ``n`` readings costs ``O(L · n^2 + n^3)`` over ``L`` settings (one
+**Complexity.** A decision with ``n`` readings costs ``O(L · n^2 + n^3 + |READ_LENGTHS| · L)`` over ``L`` settings (one
 covariance row per setting and reading): linear in the settings; a job makes at most
 ``max_probes`` of them. The fit costs ``O(W · L)`` plus ``O(|LENGTHS| · |RHOS| · W · FIT_POINTS^3)``.
 
@@ -79,6 +85,8 @@ RHOS = (0.5, 0.8, 0.95)
 FIT_POINTS = 300
 #: the clocks whose change settles before a reading (the GPU's is in the probe model's window)
 SETTLING = ("emc_freq_mhz", "cpu_freq_mhz")
+#: the reading lengths weighed, in windows of the probe model (a noisy reading may pay to read longer)
+READ_LENGTHS = (1, 2, 4, 8, 16, 32, 64)
 #: a numerical floor on a variance
 VAR_FLOOR = 1e-12
 
@@ -305,7 +313,17 @@ class BoSession(ProbeSession):
         c = float(a_r.sum()) / ones_a_1
         mu = self.mean + c + (k * (a_r - c * a_1)[:, None]).sum(axis=0)
         var = self.sigma2 - (k * a_k).sum(axis=0) + (1.0 - a_k.sum(axis=0)) ** 2 / ones_a_1
+        self._parts = (idx, k, a_k, ones_a_1)
         return mu, np.maximum(var, 0.0)
+
+    def covariance_with(self, b: int):
+        """The posterior covariance of every setting's log energy with setting ``b``'s (after
+        :meth:`posterior`): ``cov(s, b) - k_s'K⁻¹k_b + (1 - 1'K⁻¹k_s)(1 - 1'K⁻¹k_b) / 1'K⁻¹1``; O(n L)."""
+        np = self.np
+        idx, k, a_k, ones_a_1 = self._parts
+        prior = self.sigma2 * (self.rho * se_kernel(self.z[[b]], self.z)[0] + (1 - self.rho) * (np.arange(
+            len(self.table)) == b))
+        return prior - (k * a_k[:, [b]]).sum(axis=0) + (1.0 - a_k.sum(axis=0)) * (1.0 - a_k[:, b].sum()) / ones_a_1
 
     def _units(self, i: int) -> tuple[float, float]:
         """``(window, settle)`` units of a probe of setting ``i`` from the current setting."""
@@ -339,23 +357,39 @@ class BoSession(ProbeSession):
         b = int(np.argmin(costs))
         if len(self.reads) >= self.budget:
             return self._hold(b, f"probe budget reached ({self.budget} settings)")
-        sd = np.sqrt(np.maximum(var, VAR_FLOOR))
+        # what a reading of x can move x's posterior mean by, against b's (their shared
+        # uncertainty, the job's scale, moves both): sd of the update, a noisy reading shrinks it;
+        # each reading length of READ_LENGTHS (times the window) weighed, settings x lengths
+        n = len(self.table)
+        parts = [self._units(i) for i in range(n)]
+        window = np.array([w for w, _ in parts])
+        settle = np.array([st for _, st in parts])
+        shared = np.maximum(var - self.covariance_with(b), 0.0)
         m_b = float(expected[b])
-        d = (math.log(m_b) - mu) / sd
-        ei = m_b * _phi(d) - expected * _phi(d - sd)
         left = self.plan_units - self.used
-        units = np.array([sum(self._units(i)) for i in range(len(self.table))])
-        net = (left - units) * ei - units * (expected - m_b)
-        net[list(read)] = -np.inf
-        net[~self.admissible | (left - units <= 0)] = -np.inf
-        x = int(np.argmax(net))
-        if net[x] > 0:
-            return self._probe(x)
+        best_net, best = 0.0, None
+        for mult in READ_LENGTHS:
+            read_units = window * mult
+            noise = np.array([self._noise(u) for u in read_units])
+            sd = np.maximum(shared / np.sqrt(np.maximum(var + noise, VAR_FLOOR)), math.sqrt(VAR_FLOOR))
+            d = (math.log(m_b) - mu - (var - sd * sd) / 2) / sd
+            ei = m_b * _phi(d) - expected * _phi(d - sd)
+            units = read_units + settle
+            net = (left - units) * ei - units * (expected - m_b)
+            net[list(read)] = -np.inf
+            net[~self.admissible | (left - units <= 0)] = -np.inf
+            x = int(np.argmax(net))
+            if net[x] > best_net:
+                best_net, best = float(net[x]), (x, float(read_units[x]))
+        if best is not None:
+            return self._probe(*best)
         return self._hold(b, f"no probe's expected improvement over the {max(left, 0.0):g} units left beats its cost")
 
-    def _probe(self, i: int) -> None:
+    def _probe(self, i: int, read_units: float | None = None) -> None:
         self._pending = i
         self._window, self._settle = self._units(i)
+        if read_units is not None:
+            self._window = read_units
 
     def _hold(self, b: int, why: str) -> None:
         self._pending = None
