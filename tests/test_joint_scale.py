@@ -183,3 +183,12 @@ def test_a_one_workload_joint_sweep_reaches_nothing_to_learn(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert ("NOTHING TO LEARN: one training workload (bert-small/sst2): nothing to generalize from — the learned "
             "governors fall back to FFG") in printed
+
+
+def test_a_joint_level_is_named_in_mhz(tmp_path):
+    sweep = grid_data(tmp_path).sweep
+    # index 3 = 6·0 + 2·1 + 1: GPU 400, EMC 1600, CPU 2000 (module doc)
+    assert sweep.setting_of(3.0) == {"gpu_freq_mhz": 400.0, "emc_freq_mhz": 1600.0, "cpu_freq_mhz": 2000.0}
+    assert sweep.format_level(3.0) == "GPU 400 MHz × EMC 1600 MHz × CPU 2000 MHz"
+    listed = sweep.settings_mhz()
+    assert len(listed) == 18 and listed[17] == {"gpu_freq_mhz": 1200.0, "emc_freq_mhz": 3200.0, "cpu_freq_mhz": 2000.0}

@@ -40,7 +40,7 @@ from dvfslab.core.errors import SweepError  # one definition, shared with dvfsla
 from dvfslab.core.files import atomic_write_json, atomic_write_text
 from dvfslab.core.levels import snap_mhz
 from dvfslab.data.contract import Dataset
-from dvfslab.data.knobs import DEFAULT_KNOB, Knob, get_knob
+from dvfslab.data.knobs import DEFAULT_KNOB, Knob, format_setting, get_knob, setting_mhz
 
 MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
 
@@ -166,7 +166,18 @@ class Sweep:
         a single-knob dataset's as ``{knob: level}``."""
         if not self.joint_knobs:
             return {self.knob.name: float(level)}
-        return dict(zip(self.joint_knobs, self.settings[int(round(float(level)))], strict=True))
+        return setting_mhz(self.joint_knobs, self.settings[int(round(float(level)))])
+
+    def settings_mhz(self) -> list[dict[str, float]]:
+        """A joint dataset's settings, each as :meth:`setting_of` names it, in the order of their
+        index (level); empty for a single-knob dataset."""
+        return [setting_mhz(self.joint_knobs, s) for s in self.settings] if self.joint_knobs else []
+
+    def format_level(self, level: float) -> str:
+        """A level in words for a label: ``"GPU 714 MHz × EMC 2133 MHz"`` (a joint setting), ``"714 MHz"``."""
+        if not self.joint_knobs:
+            return self.knob.format(float(level))
+        return format_setting(self.joint_knobs, self.settings[int(round(float(level)))])
 
     def oracle_level(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""
