@@ -197,7 +197,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
         print(f"   pipeline --quick: {wall:.0f} s wall, exit {proc.returncode}; load average before "
               f"{load[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print("   " + "\n   ".join(proc.stdout.strip().splitlines()[-16:]))
+        print("   " + "\n   ".join(proc.stdout.strip().splitlines()))
         if proc.returncode:
             print(proc.stderr[-2000:])
     print("3. governors over whole jobs, leave-one-model-out, probing charged:")

@@ -14,8 +14,9 @@ table: the log of its level). The job's log energy per unit is ``y(s) = c + m(s)
 
 **Fit** (warm start, no result used): ``sigma^2`` is the pooled variance of the training curves'
 residuals ``log e_w(s) - m(s)`` after each curve's own mean offset, times ``W / (W - 1)`` (``m`` is
-the mean of the same ``W`` curves); ``length`` and ``rho`` maximise the residuals' Gaussian
-log-likelihood over the grid :data:`LENGTHS` × :data:`RHOS` (on at most :data:`FIT_POINTS`
+the mean of the same ``W`` curves), less the training cells' own measurement noise (the dataset's
+rep-to-rep CV squared over a cell's repetitions: in the residuals, but no deviation the job
+has); ``length`` and ``rho`` maximise the residuals' Gaussian log-likelihood (that noise added) over the grid :data:`LENGTHS` × :data:`RHOS` (on at most :data:`FIT_POINTS`
 settings, a fixed sample, so a fit costs no more on a big grid). A parameter given by hand
 (``sigma``, ``length``, ``rho``) is kept. Fewer than two training curves: nothing to learn
 (README): the governor holds the one curve's least setting (FFG's) and probes nothing.
@@ -174,13 +175,19 @@ class BoGovernor(ProbingGovernor):
         resid = log_e[:, seen] - mean[seen]
         resid = resid - np.nanmean(resid, axis=1, keepdims=True)  # each curve's own offset: the job's scale
         w = len(ids)
-        sigma2 = float(np.nanmean(resid ** 2)) * w / (w - 1)
-        prior["sigma"] = float(self.sigma) if self.sigma is not None else math.sqrt(max(sigma2, VAR_FLOOR))
-        length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2)
+        total = float(np.nanmean(resid ** 2)) * w / (w - 1)
+        # the training cells' own measurement noise (rep-to-rep CV over a cell's repetitions) is in
+        # the residuals but is no deviation of the job's: taken out of the amplitude
+        reps = float(sweep.levels["n_ok"].median()) if "n_ok" in sweep.levels else 1.0
+        cell = data.steps().rep_noise() ** 2 / max(reps, 1.0)
+        prior["cell_noise_var"] = cell
+        sigma2 = max(total - cell, VAR_FLOOR)
+        prior["sigma"] = float(self.sigma) if self.sigma is not None else math.sqrt(sigma2)
+        length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2, cell)
         prior.update(length=length, rho=rho)
         self.prior_ = prior
 
-    def _fit_shape(self, clocks, resid, sigma2: float) -> tuple[float, float]:
+    def _fit_shape(self, clocks, resid, sigma2: float, cell: float = 0.0) -> tuple[float, float]:
         """``length`` and ``rho``: given, or the grid's most likely for the residual curves (module doc)."""
         import numpy as np
 
@@ -196,7 +203,7 @@ class BoGovernor(ProbingGovernor):
             z = scaled(clocks[pick], clocks, length)
             smooth = se_kernel(z, z)
             for rho in rhos:
-                cov = sigma2 * (rho * smooth + (1 - rho) * np.eye(pick.size))
+                cov = sigma2 * (rho * smooth + (1 - rho) * np.eye(pick.size)) + cell * np.eye(pick.size)
                 ll = 0.0
                 for r in resid[:, pick]:
                     ok = ~np.isnan(r)
@@ -283,6 +290,7 @@ class BoSession(ProbeSession):
         self._settle = self._window = 0.0
         self._level: float | None = None
         self._note = ""
+        self._windows = None
         self.evaluations = 0  # posterior evaluations (each O(L n^2)): what a decision costs
         self._plan()
 
@@ -333,6 +341,17 @@ class BoSession(ProbeSession):
             return window, 0.0
         return window, float(math.ceil(self.settle_s / self.tau - 1e-9)) if self.tau else 1.0
 
+    def _all_units(self):
+        """:meth:`_units` of every setting at once: ``(windows, settles)``, O(L)."""
+        np = self.np
+        if self._windows is None:
+            self._windows = np.array([float(self.model.window(x)) if self.model is not None else 1.0
+                                      for x in self.table])
+        cols = [j for j, k in enumerate(self.knobs) if k in SETTLING]
+        moved = (self.clocks[:, cols] != self.current[cols]).any(axis=1) if cols else np.zeros(len(self.table), bool)
+        per = float(math.ceil(self.settle_s / self.tau - 1e-9)) if self.tau else 1.0
+        return self._windows, np.where(moved & (self.settle_s > 0), per, 0.0)
+
     # ---- the rule ----------------------------------------------------------------------------
 
     def _costs(self, expected):
@@ -360,17 +379,15 @@ class BoSession(ProbeSession):
         # what a reading of x can move x's posterior mean by, against b's (their shared
         # uncertainty, the job's scale, moves both): sd of the update, a noisy reading shrinks it;
         # each reading length of READ_LENGTHS (times the window) weighed, settings x lengths
-        n = len(self.table)
-        parts = [self._units(i) for i in range(n)]
-        window = np.array([w for w, _ in parts])
-        settle = np.array([st for _, st in parts])
+        window, settle = self._all_units()
         shared = np.maximum(var - self.covariance_with(b), 0.0)
         m_b = float(expected[b])
         left = self.plan_units - self.used
         best_net, best = 0.0, None
         for mult in READ_LENGTHS:
             read_units = window * mult
-            noise = np.array([self._noise(u) for u in read_units])
+            lengths, where = np.unique(read_units, return_inverse=True)  # few distinct windows
+            noise = np.array([self._noise(float(u)) for u in lengths])[where]
             sd = np.maximum(shared / np.sqrt(np.maximum(var + noise, VAR_FLOOR)), math.sqrt(VAR_FLOOR))
             d = (math.log(m_b) - mu - (var - sd * sd) / 2) / sd
             ei = m_b * _phi(d) - expected * _phi(d - sd)
