@@ -12,7 +12,7 @@ their ``log(E / E_baseline)`` is ``log m(s)`` exactly, with
     m = 1    at index 17 = (1200, 3200, 2000) the baseline (every clock at the top)
     m = 0.9  elsewhere.
 
-``bo`` with ``sigma = 0.05``, ``length = 0.01`` (distinct settings at least 63 length scales apart
+``bo`` with ``prior_mean = "mean"``, ``sigma = 0.05``, ``length = 0.01`` (distinct settings at least 63 length scales apart
 in every clock: uncorrelated), ``rho = 1``, exact readings (``noise_cv = 0``), ``settle_s = 0.2``.
 The job: ``10 m(s)`` J per unit except 6.5 at x1 and 7.5 at x2, 0.5 s per unit (so a settle is
 ``ceil(0.2 / 0.5) = 1`` unit), 1,000 units planned. With uncorrelated settings and readings
@@ -93,7 +93,7 @@ class Job:
 
 
 def test_bo_probes_the_hand_derived_settings_in_order_and_holds_the_least(tmp_path):
-    bo = BoGovernor(sigma=0.05, length=0.01, rho=1.0, noise_cv=0.0, settle_s=0.2).fit(grid_data(tmp_path))
+    bo = BoGovernor(sigma=0.05, length=0.01, rho=1.0, noise_cv=0.0, settle_s=0.2, prior_mean="mean").fit(grid_data(tmp_path))
     # runs.csv keeps the energies to a few decimals: their logs agree to 1e-5
     assert bo.prior_["mean_log_energy"][9] == pytest.approx(math.log(0.70), abs=1e-5)
     job = Job()
@@ -114,7 +114,7 @@ def test_bo_is_in_the_registry_and_decides_on_a_design_that_is_not_the_full_grid
     # a design: the job can run 6 of the 18 settings, s0 (9) and x2 (7) among them, x1 (3) not.
     # Module doc step 2 without x1: x2 nets 109.17 > 0 and is probed (2 units: the EMC moves); it
     # reads 7.5, worse than s0's 7.0; the rest (m = 0.9 or 1) net < 0: s0 is held.
-    bo = make_governor("bo", sigma=0.05, length=0.01, rho=1.0).fit(grid_data(tmp_path))
+    bo = make_governor("bo", sigma=0.05, length=0.01, rho=1.0, prior_mean="mean").fit(grid_data(tmp_path))
     job = Job()
     job.levels = [0.0, 7.0, 9.0, 12.0, 15.0, 17.0]
     d = bo.decide({"plan_job_units": 1000.0}, job)
@@ -158,7 +158,7 @@ def test_a_voi_decision_on_5000_settings_evaluates_a_bounded_number_of_posterior
 
 def test_a_bo_decision_is_one_posterior_evaluation_whatever_the_grid(tmp_path):
     data = grid_data(tmp_path)
-    bo = BoGovernor(sigma=0.05, length=0.01, rho=1.0).fit(data)
+    bo = BoGovernor(sigma=0.05, length=0.01, rho=1.0, prior_mean="mean").fit(data)
     job = Job()
     session = bo.start({"plan_job_units": 1000.0}, job.levels)
     from dvfslab.governors.base import ProbeStep

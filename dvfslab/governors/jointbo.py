@@ -5,7 +5,10 @@ a setting only while its expected improvement over the rest of the job beats wha
 **Surrogate.** A setting ``s`` is a point ``z(s)`` = the log of each of its clocks (a one-knob
 table: the log of its level). The job's log energy per unit is ``y(s) = c + m(s) + g(s)``:
 
-* ``m(s)`` — the prior mean: the mean over the training workloads of ``log(E_w(s) / E_w,baseline)``
+* ``m(s)`` — the prior mean: with ``prior_mean="curve"`` (the default) the job's own curve as the
+  ``curve`` governor predicts it from the job's features (a ridge regression per setting over the
+  training curves, :mod:`dvfslab.governors.curvefit`; their mean curve when nothing can be
+  learned); with ``"mean"`` the mean over the training workloads of ``log(E_w(s) / E_w,baseline)``
   (the training curves, each relative to its own baseline, in the log: FFG's score in log space);
 * ``c`` — the job's unknown scale: a flat prior, estimated from the readings (ordinary kriging);
 * ``g`` — the job's own deviation from the mean shape: a Gaussian process with covariance
@@ -119,12 +122,13 @@ class BoGovernor(ProbingGovernor):
                "training curves; probe while the expected improvement over the rest of the job beats the probe's cost")
     tags = GovernorTags(needs_training=True, probes=True,
                         saves=("job_units", "noise_cv", "sigma", "length", "rho", "settle_s", "max_probes",
-                               "prior_"))
+                               "prior_mean", "prior_"))
 
     def __init__(self, job_units: float = 1000.0, noise_cv: float = 0.0, sigma: float | None = None,
                  length: float | None = None, rho: float | None = None, settle_s: float = 0.2,
-                 max_probes: int = 20, objective: Selector = LEAST_ENERGY):
+                 max_probes: int = 20, prior_mean: str = "curve", objective: Selector = LEAST_ENERGY):
         self.job_units = job_units
+        self.prior_mean = prior_mean
         self.noise_cv = noise_cv
         self.sigma = sigma
         self.length = length
@@ -185,6 +189,12 @@ class BoGovernor(ProbingGovernor):
         prior["sigma"] = float(self.sigma) if self.sigma is not None else math.sqrt(sigma2)
         length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2, cell)
         prior.update(length=length, rho=rho)
+        if self.prior_mean == "curve":  # the job's own predicted curve (the curve governor's model)
+            from dvfslab.governors.curvefit import fit_curve_model
+
+            prior["curve"] = fit_curve_model(sweep, data.features, ids).spec
+        elif self.prior_mean != "mean":
+            raise GovernorError(f"bo: prior_mean is 'curve' or 'mean', got {self.prior_mean!r}")
         self.prior_ = prior
 
     def _fit_shape(self, clocks, resid, sigma2: float, cell: float = 0.0) -> tuple[float, float]:
@@ -261,6 +271,14 @@ class BoSession(ProbeSession):
         self.clocks = np.array([prior["clocks"][j] for j in keep], float)
         self.mean = np.array([prior["mean_log_energy"][j] for j in keep], float)
         t_rel = np.array([prior["mean_time_rel"][j] for j in keep], float)
+        if prior.get("curve"):  # warm start from the job's predicted curve (its features)
+            from dvfslab.governors.curvemodel import CurveModel
+
+            pred = CurveModel(prior["curve"]).predict(workload)
+            at = {float(x): (e, t) for x, e, t in zip(pred["level"], pred["energy_rel"], pred["time_rel"], strict=True)}
+            if all(x in at for x in self.table):
+                self.mean = np.log([at[x][0] for x in self.table])
+                t_rel = np.array([at[x][1] for x in self.table], float)
         self.knobs = list(prior["knobs"])
         self.objective, self.model = governor.objective, model
         self.sigma2 = float(prior["sigma"]) ** 2
