@@ -3,8 +3,8 @@ AGX Xavier-sized joint dataset. SIMULATED.
 
 1. **Per decision.** On synthetic product grids of 100, 1,000 and 5,000 settings (GPU × EMC × CPU,
    energy per unit a smooth bowl in the log clocks, 8 training curves with their optima moved
-   around), the wall time of one decision of ``voi`` and ``bo`` (the session's first plan, then the
-   plan after one reading) and their count of posterior evaluations, median of 3.
+   around), the wall time of one decision of ``voi``, ``bo`` and ``search`` (the session's first
+   plan, then the plan after one reading) and the count of posterior evaluations, median of 3.
 2. **The pipeline.** A joint dataset of the digital twin's AGX Xavier profile (illustrative,
    uncalibrated): 14 GPU × 6 EMC (204, 408, 665.6, 1065.6, 1600, 2133 MHz) × 29 CPU clocks
    (115.2 + 76.8 k MHz, the cpufreq table, to 2265.6) = 2,436 settings, over ``--workloads``
@@ -97,6 +97,7 @@ def decision_times(sizes=(100, 1000, 5000), repeat: int = 3) -> list[dict]:
     from dvfslab.governors.base import ProbeStep
     from dvfslab.governors.jointbo import BoGovernor
     from dvfslab.governors.probemodel import ProbeModel
+    from dvfslab.governors.search import SearchGovernor
     from dvfslab.governors.voi import VoiGovernor, VoiSession
 
     out = []
@@ -113,7 +114,9 @@ def decision_times(sizes=(100, 1000, 5000), repeat: int = 3) -> list[dict]:
                      "clocks": clocks.tolist(), "mean_log_energy": mean_log.tolist(),
                      "mean_time_rel": np.mean([t for _, t in curves], axis=0).tolist(), "n_curves": len(curves),
                      "sigma": 0.1, "length": 0.5, "rho": 0.8}
-        for name, gov in (("voi", voi), ("bo", bo)):
+        search = SearchGovernor(prior=None)
+        search.settings_ = clocks.tolist()
+        for name, gov in (("voi", voi), ("bo", bo), ("search", search)):
             first, second, evals = [], [], []
             for _ in range(repeat):
                 counted = [0]
@@ -137,7 +140,7 @@ def decision_times(sizes=(100, 1000, 5000), repeat: int = 3) -> list[dict]:
                     VoiSession._posterior = orig
                     evals.append(counted[0])
                 else:
-                    evals.append(s.evaluations)
+                    evals.append(getattr(s, "evaluations", float("nan")))
                 first.append(t1 - t0)
                 second.append(t3 - t2)
             out.append({"governor": name, "settings": len(clocks), "first_decision_s": statistics.median(first),
@@ -146,7 +149,7 @@ def decision_times(sizes=(100, 1000, 5000), repeat: int = 3) -> list[dict]:
     return out
 
 
-def replay_governors(data_dir: Path, names=("oracle", "ffg", "voi", "bo", "search")) -> pd.DataFrame:
+def replay_governors(data_dir: Path, names=("oracle", "ffg", "curve", "voi", "bo", "search")) -> pd.DataFrame:
     """Module doc item 3: per governor, its share of the joint oracle's saving, probing, probes."""
     from dvfslab import analysis as F
     from dvfslab.data.contract import load_dataset
@@ -163,6 +166,7 @@ def replay_governors(data_dir: Path, names=("oracle", "ffg", "voi", "bo", "searc
         r = per[per["policy"] == name].set_index("workload_id")
         share = 100 * r["job_saving_pct"] / oracle.loc[r.index]
         rows.append({"governor": name, "job_saving_pct": r["job_saving_pct"].mean(),
+                     "share_of_oracle_mean_saving_pct": 100 * r["job_saving_pct"].mean() / oracle.mean(),
                      "share_of_oracle_saving_pct_median": share.median(), "share_min": share.min(),
                      "probe_share_pct_max": r["probe_share_pct"].max(), "probes_median": r["profiling_steps"].median(),
                      "probes_max": r["profiling_steps"].max()})
@@ -197,7 +201,8 @@ def main() -> None:
         wall = time.perf_counter() - t0
         print(f"   pipeline --quick: {wall:.0f} s wall, exit {proc.returncode}; load average before "
               f"{load[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print("   " + "\n   ".join(proc.stdout.strip().splitlines()))
+        steps = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]  # each notebook's time
+        print("   " + "\n   ".join(steps + proc.stdout.strip().splitlines()))
         if proc.returncode:
             print(proc.stderr[-2000:])
     print("3. governors over whole jobs, leave-one-model-out, probing charged:")

@@ -117,7 +117,7 @@ class Sweep:
         self._base = {w: (float(e), float(t)) for w, e, t in
                       zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
         self._curves = {w: (g["level"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
-                        for w, g in self.levels.groupby("workload_id")}
+                        for w, g in self.levels.sort_values("level", kind="stable").groupby("workload_id")}
 
     @property
     def simulated(self) -> bool:
@@ -147,12 +147,14 @@ class Sweep:
         return snap_mhz(level, self.curve(workload_id)[0].tolist())
 
     def at(self, workload_id: str, level: float) -> tuple[float, float]:
-        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 of the knob's unit)."""
+        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 of the knob's unit);
+        O(log L): a binary search of the workload's levels (ascending), so a loop over the levels is
+        not quadratic on a joint grid of thousands of settings."""
         levels, energy, time = self.curve(workload_id)
-        hit = np.flatnonzero(np.isclose(levels, float(level), rtol=0, atol=1e-6))
-        if not hit.size:
+        i = int(np.searchsorted(levels, float(level) - 1e-6))
+        if not (i < levels.size and abs(levels[i] - float(level)) <= 1e-6):
             raise SweepError(f"workload {workload_id!r} was not measured at {self.knob.format(float(level))}")
-        return float(energy[hit[0]]), float(time[hit[0]])
+        return float(energy[i]), float(time[i])
 
     def baseline_of(self, workload_id: str) -> tuple[float, float]:
         """``(energy_j, time_s)`` of the baseline (MAXN mean, or highest level)."""

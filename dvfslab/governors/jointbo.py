@@ -95,6 +95,19 @@ READ_LENGTHS = (1, 2, 4, 8, 16, 32, 64)
 VAR_FLOOR = 1e-12
 
 
+def one_thread():
+    """A context in which BLAS runs one thread (threadpoolctl, when installed): the matrices here are
+    small, and on a busy machine BLAS threads fighting for its cores made a 300 x 300 Cholesky ten
+    to eighty times slower (benchmarks/joint_scale.py)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a board without scikit-learn's dependency: as it is
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
 def _phi(x):
     """The standard normal's CDF (numpy arrays)."""
     import numpy as np
@@ -187,7 +200,8 @@ class BoGovernor(ProbingGovernor):
         prior["cell_noise_var"] = cell
         sigma2 = max(total - cell, VAR_FLOOR)
         prior["sigma"] = float(self.sigma) if self.sigma is not None else math.sqrt(sigma2)
-        length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2, cell)
+        with one_thread():
+            length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2, cell)
         prior.update(length=length, rho=rho)
         if self.prior_mean == "curve":  # the job's own predicted curve (the curve governor's model)
             from dvfslab.governors.curvefit import fit_curve_model
@@ -213,12 +227,17 @@ class BoGovernor(ProbingGovernor):
             z = scaled(clocks[pick], clocks, length)
             smooth = se_kernel(z, z)
             for rho in rhos:
-                cov = sigma2 * (rho * smooth + (1 - rho) * np.eye(pick.size)) + cell * np.eye(pick.size)
+                cov = sigma2 * (rho * smooth + (1 - rho) * np.eye(pick.size)) + (cell + 1e-9) * np.eye(pick.size)
+                rows = resid[:, pick]
+                full = ~np.isnan(rows).any(axis=1)
                 ll = 0.0
-                for r in resid[:, pick]:
+                if full.any():  # the curves that ran every picked setting: one factorisation for all
+                    chol = np.linalg.cholesky(cov)
+                    a = np.linalg.solve(chol, rows[full].T)
+                    ll += -0.5 * float((a * a).sum()) - int(full.sum()) * float(np.log(np.diag(chol)).sum())
+                for r in rows[~full]:
                     ok = ~np.isnan(r)
-                    c = cov[np.ix_(ok, ok)]
-                    chol = np.linalg.cholesky(c + 1e-9 * np.eye(ok.sum()))
+                    chol = np.linalg.cholesky(cov[np.ix_(ok, ok)])
                     a = np.linalg.solve(chol, r[ok])
                     ll += -0.5 * float(a @ a) - float(np.log(np.diag(chol)).sum())
                 if ll > best:
@@ -380,6 +399,10 @@ class BoSession(ProbeSession):
         return np.where(self.admissible, c, np.inf)
 
     def _plan(self) -> None:
+        with one_thread():
+            self._plan_now()
+
+    def _plan_now(self) -> None:
         np = self.np
         mu, var = self.posterior()
         read = {r[0] for r in self.reads}
