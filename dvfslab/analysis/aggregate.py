@@ -53,7 +53,9 @@ def snap_levels(settings: pd.Series, table: Sequence[float]) -> pd.Series:
     """Put each run's setting on its level of ``table`` (:func:`snap_mhz`: nearest, ties higher);
     a run that set none (NaN: MAXN) stays NaN."""
     levels = [float(f) for f in table]
-    snapped = {f: snap_mhz(f, levels) for f in pd.unique(settings.astype(float)) if not np.isnan(f)}
+    exact = set(levels)  # a setting on the table is its own level (the usual case): no search over it
+    snapped = {f: (f if f in exact else snap_mhz(f, levels))
+               for f in pd.unique(settings.astype(float)) if not np.isnan(f)}
     return settings.astype(float).map(snapped)
 
 
