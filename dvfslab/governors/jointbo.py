@@ -50,7 +50,8 @@ noise-free readings and ``b`` read: ``u = sd(x)``, the classic expected improvem
 read units are weighed too: the window times each of :data:`READ_LENGTHS` (a longer reading is
 less noisy, ``noise`` shrinking as the probe model says, and costs more units). The setting and
 length of the largest net value are probed while that is positive (and fewer than
-``max_probes``); then ``b`` is held. Energies are in units of the prior's (relative to a baseline);
+``max_probes``, within ``max_probe_share`` of the planned job: a budget, not a value); then ``b``
+is held. Energies are in units of the prior's (relative to a baseline);
 the rule is scale-free. A slowdown limit keeps the settings whose prior mean time
 (``T_w(s) / T_w,baseline``, averaged) meets it; the held setting is the least cost of the
 objective among them.
@@ -128,19 +129,22 @@ class BoGovernor(ProbingGovernor):
     """Bayesian optimisation over the clocks (module doc). ``job_units``: the job length planned with
     when the workload has no ``plan_job_units``; ``noise_cv``: a reading's noise without a probe
     model; ``sigma``, ``length``, ``rho``: the surrogate's (None: fitted); ``settle_s``: the EMC /
-    CPU settle; ``max_probes``: the most settings read."""
+    CPU settle; ``max_probes``: the most settings read; ``max_probe_share``: the most of the planned
+    job its probes may take (2 %: issue #37's budget, BoFL's papers' order)."""
 
     name = "bo"
     summary = ("Bayesian optimisation over the clocks: a Gaussian process in log-clock space warm-started from the "
                "training curves; probe while the expected improvement over the rest of the job beats the probe's cost")
     tags = GovernorTags(needs_training=True, probes=True,
                         saves=("job_units", "noise_cv", "sigma", "length", "rho", "settle_s", "max_probes",
-                               "prior_mean", "prior_"))
+                               "max_probe_share", "prior_mean", "prior_"))
 
     def __init__(self, job_units: float = 1000.0, noise_cv: float = 0.0, sigma: float | None = None,
                  length: float | None = None, rho: float | None = None, settle_s: float = 0.2,
-                 max_probes: int = 20, prior_mean: str = "curve", objective: Selector = LEAST_ENERGY):
+                 max_probes: int = 20, max_probe_share: float = 0.02, prior_mean: str = "curve",
+                 objective: Selector = LEAST_ENERGY):
         self.job_units = job_units
+        self.max_probe_share = max_probe_share
         self.prior_mean = prior_mean
         self.noise_cv = noise_cv
         self.sigma = sigma
@@ -313,6 +317,10 @@ class BoSession(ProbeSession):
             raise GovernorError(f"bo: noise_cv and settle_s must be >= 0, got {governor.noise_cv!r}, "
                                 f"{governor.settle_s!r}")
         self.budget = 0 if prior.get("fallback") else int(governor.max_probes)
+        share = float(getattr(governor, "max_probe_share", 1.0))
+        if not 0 < share <= 1:
+            raise GovernorError(f"bo: max_probe_share is a share of the job in (0, 1], got {share!r}")
+        self.probe_units_budget = share * self.plan_units
         # the admissible settings: the prior's mean time relative to the baseline meets the limit
         self.admissible = t_rel <= self.objective.limit
         self.t_rel = t_rel
@@ -407,9 +415,11 @@ class BoSession(ProbeSession):
         mu, var = self.posterior()
         read = {r[0] for r in self.reads}
         if not self.reads:
-            expected = np.exp(mu)
-            b = int(np.argmin(self._costs(expected)))
-            if self.budget > 0 and np.isfinite(self._costs(expected)[b]):
+            costs = self._costs(np.exp(mu))
+            b = int(np.argmin(costs))
+            if not np.isfinite(costs[b]):
+                return self._hold(None, "no setting meets the slowdown limit: the board's default")
+            if self.budget > 0:
                 return self._probe(b)
             return self._hold(b, "no probe")
         expected = np.exp(mu + var / 2)
@@ -435,7 +445,7 @@ class BoSession(ProbeSession):
             units = read_units + settle
             net = (left - units) * ei - units * (expected - m_b)
             net[list(read)] = -np.inf
-            net[~self.admissible | (left - units <= 0)] = -np.inf
+            net[~self.admissible | (left - units <= 0) | (self.used + units > self.probe_units_budget)] = -np.inf
             x = int(np.argmax(net))
             if net[x] > best_net:
                 best_net, best = float(net[x]), (x, float(read_units[x]))
@@ -449,9 +459,9 @@ class BoSession(ProbeSession):
         if read_units is not None:
             self._window = read_units
 
-    def _hold(self, b: int, why: str) -> None:
+    def _hold(self, b: int | None, why: str) -> None:
         self._pending = None
-        self._level = self.table[b]
+        self._level = None if b is None else self.table[b]
         self._note = f"bo: {len(self.reads)} settings read, {why}"
 
     # ---- the session protocol ------------------------------------------------------------------
