@@ -59,13 +59,15 @@ def m_of(i: int) -> float:
     return M.get(i, 0.9)
 
 
-def grid_data(tmp_path) -> TrainingData:
+def grid_data(tmp_path, skip: tuple[int, ...] = ()) -> TrainingData:
     wl = pd.DataFrame([(w, w, "encoder", 10.0 * (k + 1), 2 * (k + 1), "sst2", "characterization")
                        for k, w in enumerate(("a", "b"))],
                       columns=["workload_id", "model", "model_type", "params_m", "n_layers", "task", "split"])
     rows = []
     for w, base, delta in (("a", 100.0, 0.1), ("b", 200.0, -0.1)):
         for i, (g, e, c) in enumerate(SETTINGS):
+            if i in skip:  # a design: this setting was not run
+                continue
             energy = base * m_of(i) * (math.exp(delta) if i != 17 else 1.0)
             rows.append({"run_id": f"{w}-{i}", "workload_id": w, "policy": "fixed", "gpu_freq_mhz": g,
                          "emc_freq_mhz": e, "cpu_freq_mhz": c, "rep": 0, "time_s": 50.0, "energy_j": energy,
@@ -117,6 +119,16 @@ def test_bo_is_in_the_registry_and_decides_on_a_design_that_is_not_the_full_grid
     bo = make_governor("bo", sigma=0.05, length=0.01, rho=1.0, prior_mean="mean").fit(grid_data(tmp_path))
     job = Job()
     job.levels = [0.0, 7.0, 9.0, 12.0, 15.0, 17.0]
+    d = bo.decide({"plan_job_units": 1000.0}, job)
+    assert job.asked == [(9.0, 2.0), (7.0, 2.0)] and d.level == 9.0
+
+
+def test_bo_fitted_on_a_design_leaves_out_the_settings_no_workload_ran(tmp_path):
+    # x1 (index 3) never run by A or B: it has no prior mean, so it is no candidate even when the
+    # job could run it; then the walk of the design test above: s0 (9), x2 (7), hold s0
+    bo = BoGovernor(sigma=0.05, length=0.01, rho=1.0, prior_mean="mean").fit(grid_data(tmp_path, skip=(3,)))
+    assert 3.0 not in bo.prior_["levels"] and len(bo.prior_["levels"]) == 17
+    job = Job()
     d = bo.decide({"plan_job_units": 1000.0}, job)
     assert job.asked == [(9.0, 2.0), (7.0, 2.0)] and d.level == 9.0
 
