@@ -19,8 +19,9 @@ table: the log of its level). The job's log energy per unit is ``y(s) = c + m(s)
 residuals ``log e_w(s) - m(s)`` after each curve's own mean offset, times ``W / (W - 1)`` (``m`` is
 the mean of the same ``W`` curves), less the training cells' own measurement noise (the dataset's
 rep-to-rep CV squared over a cell's repetitions: in the residuals, but no deviation the job
-has); ``length`` and ``rho`` maximise the residuals' Gaussian log-likelihood (that noise added) over the grid :data:`LENGTHS` × :data:`RHOS` (on at most :data:`FIT_POINTS`
-settings, a fixed sample, so a fit costs no more on a big grid). A parameter given by hand
+has); ``length`` and ``rho`` maximise the residuals' Gaussian log-likelihood (that noise added)
+over the grid ``LENGTHS`` × ``RHOS`` (on at most ``FIT_POINTS`` settings, a fixed sample, so a fit
+costs no more on a big grid; :mod:`dvfslab.governors.gpsurrogate` holds that arithmetic). A parameter given by hand
 (``sigma``, ``length``, ``rho``) is kept. Fewer than two training curves: nothing to learn
 (README): the governor holds the one curve's least setting (FFG's) and probes nothing.
 
@@ -77,52 +78,17 @@ from dvfslab.core.errors import SweepError
 from dvfslab.data.knobs import SETTING
 from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
+from dvfslab.governors.gpsurrogate import VAR_FLOOR, fit_shape, one_thread, phi, scaled, se_kernel
 from dvfslab.governors.objective import LEAST_ENERGY, Selector
 
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
     from dvfslab.governors.probemodel import ProbeModel
 
-#: the fit's grid: the length scale as a share of each clock's log range, and the smooth share
-LENGTHS = (0.125, 0.25, 0.5, 1.0, 2.0)
-RHOS = (0.5, 0.8, 0.95)
-#: the most settings the fit's likelihood is evaluated on (a fixed sample beyond it)
-FIT_POINTS = 300
 #: the clocks whose change settles before a reading (the GPU's is in the probe model's window)
 SETTLING = ("emc_freq_mhz", "cpu_freq_mhz")
 #: the reading lengths weighed, in windows of the probe model (a noisy reading may pay to read longer)
 READ_LENGTHS = (1, 2, 4, 8, 16, 32, 64)
-#: a numerical floor on a variance
-VAR_FLOOR = 1e-12
-
-
-def one_thread():
-    """A context in which BLAS runs one thread (threadpoolctl, when installed): the matrices here are
-    small, and on a busy machine BLAS threads fighting for its cores made a 300 x 300 Cholesky ten
-    to eighty times slower (benchmarks/joint_scale.py)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # a board without scikit-learn's dependency: as it is
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
-
-
-def _phi(x):
-    """The standard normal's CDF (numpy arrays)."""
-    import numpy as np
-    from scipy.special import ndtr
-
-    return ndtr(np.asarray(x, float))
-
-
-def se_kernel(za, zb):
-    """``exp(-½ |za - zb|^2)`` between the rows of ``za`` (n, k) and ``zb`` (m, k): (n, m)."""
-    import numpy as np
-
-    d2 = (za * za).sum(1)[:, None] + (zb * zb).sum(1)[None, :] - 2.0 * za @ zb.T
-    return np.exp(-0.5 * np.maximum(d2, 0.0))
 
 
 class BoGovernor(ProbingGovernor):
@@ -205,7 +171,7 @@ class BoGovernor(ProbingGovernor):
         sigma2 = max(total - cell, VAR_FLOOR)
         prior["sigma"] = float(self.sigma) if self.sigma is not None else math.sqrt(sigma2)
         with one_thread():
-            length, rho = self._fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2, cell)
+            length, rho = fit_shape(np.array(prior["clocks"]), resid, prior["sigma"] ** 2, cell, self.length, self.rho)
         prior.update(length=length, rho=rho)
         if self.prior_mean == "curve":  # the job's own predicted curve (the curve governor's model)
             from dvfslab.governors.curvefit import fit_curve_model
@@ -214,39 +180,6 @@ class BoGovernor(ProbingGovernor):
         elif self.prior_mean != "mean":
             raise GovernorError(f"bo: prior_mean is 'curve' or 'mean', got {self.prior_mean!r}")
         self.prior_ = prior
-
-    def _fit_shape(self, clocks, resid, sigma2: float, cell: float = 0.0) -> tuple[float, float]:
-        """``length`` and ``rho``: given, or the grid's most likely for the residual curves (module doc)."""
-        import numpy as np
-
-        lengths = (float(self.length),) if self.length is not None else LENGTHS
-        rhos = (float(self.rho),) if self.rho is not None else RHOS
-        if len(lengths) == len(rhos) == 1:
-            return lengths[0], rhos[0]
-        pick = np.arange(clocks.shape[0])
-        if pick.size > FIT_POINTS:
-            pick = np.sort(np.random.default_rng(0).choice(pick, FIT_POINTS, replace=False))
-        best, arg = -math.inf, (lengths[0], rhos[0])
-        for length in lengths:
-            z = scaled(clocks[pick], clocks, length)
-            smooth = se_kernel(z, z)
-            for rho in rhos:
-                cov = sigma2 * (rho * smooth + (1 - rho) * np.eye(pick.size)) + (cell + 1e-9) * np.eye(pick.size)
-                rows = resid[:, pick]
-                full = ~np.isnan(rows).any(axis=1)
-                ll = 0.0
-                if full.any():  # the curves that ran every picked setting: one factorisation for all
-                    chol = np.linalg.cholesky(cov)
-                    a = np.linalg.solve(chol, rows[full].T)
-                    ll += -0.5 * float((a * a).sum()) - int(full.sum()) * float(np.log(np.diag(chol)).sum())
-                for r in rows[~full]:
-                    ok = ~np.isnan(r)
-                    chol = np.linalg.cholesky(cov[np.ix_(ok, ok)])
-                    a = np.linalg.solve(chol, r[ok])
-                    ll += -0.5 * float(a @ a) - float(np.log(np.diag(chol)).sum())
-                if ll > best:
-                    best, arg = ll, (length, rho)
-        return arg
 
     def fallback_note(self) -> str:
         prior = getattr(self, "prior_", None) or {}
@@ -264,17 +197,6 @@ class BoGovernor(ProbingGovernor):
     def start(self, workload: Mapping[str, Any], levels: Sequence[float], model: ProbeModel | None = None
               ) -> BoSession:
         return BoSession(self, self._fitted("prior_"), workload, levels, model)
-
-
-def scaled(points, clocks, length: float):
-    """``points``' log clocks over ``length`` × each clock's log range in ``clocks`` (a clock with one
-    value: range 1)."""
-    import numpy as np
-
-    logs = np.log(np.asarray(clocks, float))
-    span = logs.max(axis=0) - logs.min(axis=0)
-    span = np.where(span > 0, span, 1.0)
-    return np.log(np.asarray(points, float)) / (length * span)
 
 
 class BoSession(ProbeSession):
@@ -441,7 +363,7 @@ class BoSession(ProbeSession):
             noise = np.array([self._noise(float(u)) for u in lengths])[where]
             sd = np.maximum(shared / np.sqrt(np.maximum(var + noise, VAR_FLOOR)), math.sqrt(VAR_FLOOR))
             d = (math.log(m_b) - mu - (var - sd * sd) / 2) / sd
-            ei = m_b * _phi(d) - expected * _phi(d - sd)
+            ei = m_b * phi(d) - expected * phi(d - sd)
             units = read_units + settle
             net = (left - units) * ei - units * (expected - m_b)
             net[list(read)] = -np.inf
