@@ -119,10 +119,19 @@ def test_voi_over_the_product_grid_ends_at_the_hand_computed_tuple(grid):
     assert d.level == 3.0 and 3.0 in [lvl for lvl, _ in long.asked]
 
 
-def test_voi_without_two_training_curves_refuses_a_joint_setting(grid):
+def test_voi_with_one_training_curve_falls_back_to_ffgs_setting(grid):
+    # nothing to learn from one curve (README): voi holds FFG's setting for A alone, its least
+    # energy 20 J at index 2 = (714, 2133), and probes nothing, whatever the job's length
+    voi = make_governor("voi").fit(training(grid).subset(["a/sst2"]))
+    assert voi.info_["fallback"] == "ffg" and "one training workload (a/sst2)" in voi.fallback_note()
+    job = GridProbe(ENERGY["b/qnli"], ProbeModel(sigma_ref=0.01))
+    assert voi.decide({"plan_job_units": 1000.0}, job).level == 2.0 and job.asked == []
+
+
+def test_voi_without_a_training_curve_refuses_a_joint_setting(grid):
     # its untrained prior is a U-shaped family along one knob's levels: meaningless over setting indices
     with pytest.raises(GovernorError, match="U-shaped prior"):
-        make_governor("voi").fit(training(grid).subset(["a/sst2"]))
+        make_governor("voi").fit(training(grid).subset([]))
 
 
 def test_online_refuses_a_joint_dataset_in_one_line(grid):

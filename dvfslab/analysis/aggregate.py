@@ -40,7 +40,7 @@ from dvfslab.core.errors import SweepError  # one definition, shared with dvfsla
 from dvfslab.core.files import atomic_write_json, atomic_write_text
 from dvfslab.core.levels import snap_mhz
 from dvfslab.data.contract import Dataset
-from dvfslab.data.knobs import DEFAULT_KNOB, Knob, get_knob
+from dvfslab.data.knobs import DEFAULT_KNOB, Knob, format_setting, get_knob, setting_mhz
 
 MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
 
@@ -53,7 +53,9 @@ def snap_levels(settings: pd.Series, table: Sequence[float]) -> pd.Series:
     """Put each run's setting on its level of ``table`` (:func:`snap_mhz`: nearest, ties higher);
     a run that set none (NaN: MAXN) stays NaN."""
     levels = [float(f) for f in table]
-    snapped = {f: snap_mhz(f, levels) for f in pd.unique(settings.astype(float)) if not np.isnan(f)}
+    exact = set(levels)  # a setting on the table is its own level (the usual case): no search over it
+    snapped = {f: (f if f in exact else snap_mhz(f, levels))
+               for f in pd.unique(settings.astype(float)) if not np.isnan(f)}
     return settings.astype(float).map(snapped)
 
 
@@ -117,7 +119,7 @@ class Sweep:
         self._base = {w: (float(e), float(t)) for w, e, t in
                       zip(self.baseline["workload_id"], self.baseline["energy_j"], self.baseline["time_s"], strict=True)}
         self._curves = {w: (g["level"].to_numpy(float), g["energy_j"].to_numpy(float), g["time_s"].to_numpy(float))
-                        for w, g in self.levels.groupby("workload_id")}
+                        for w, g in self.levels.sort_values("level", kind="stable").groupby("workload_id")}
 
     @property
     def simulated(self) -> bool:
@@ -147,12 +149,14 @@ class Sweep:
         return snap_mhz(level, self.curve(workload_id)[0].tolist())
 
     def at(self, workload_id: str, level: float) -> tuple[float, float]:
-        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 of the knob's unit)."""
+        """``(energy_j, time_s)`` at a measured level (exact match within 1e-6 of the knob's unit);
+        O(log L): a binary search of the workload's levels (ascending), so a loop over the levels is
+        not quadratic on a joint grid of thousands of settings."""
         levels, energy, time = self.curve(workload_id)
-        hit = np.flatnonzero(np.isclose(levels, float(level), rtol=0, atol=1e-6))
-        if not hit.size:
+        i = int(np.searchsorted(levels, float(level) - 1e-6))
+        if not (i < levels.size and abs(levels[i] - float(level)) <= 1e-6):
             raise SweepError(f"workload {workload_id!r} was not measured at {self.knob.format(float(level))}")
-        return float(energy[hit[0]]), float(time[hit[0]])
+        return float(energy[i]), float(time[i])
 
     def baseline_of(self, workload_id: str) -> tuple[float, float]:
         """``(energy_j, time_s)`` of the baseline (MAXN mean, or highest level)."""
@@ -166,7 +170,18 @@ class Sweep:
         a single-knob dataset's as ``{knob: level}``."""
         if not self.joint_knobs:
             return {self.knob.name: float(level)}
-        return dict(zip(self.joint_knobs, self.settings[int(round(float(level)))], strict=True))
+        return setting_mhz(self.joint_knobs, self.settings[int(round(float(level)))])
+
+    def settings_mhz(self) -> list[dict[str, float]]:
+        """A joint dataset's settings, each as :meth:`setting_of` names it, in the order of their
+        index (level); empty for a single-knob dataset."""
+        return [setting_mhz(self.joint_knobs, s) for s in self.settings] if self.joint_knobs else []
+
+    def format_level(self, level: float) -> str:
+        """A level in words for a label: ``"GPU 714 MHz × EMC 2133 MHz"`` (a joint setting), ``"714 MHz"``."""
+        if not self.joint_knobs:
+            return self.knob.format(float(level))
+        return format_setting(self.joint_knobs, self.settings[int(round(float(level)))])
 
     def oracle_level(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""

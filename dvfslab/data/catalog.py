@@ -63,7 +63,7 @@ class ModelSpec:
 
     name: str
     family: str  # "bert" | "pythia" | "deberta" | "gemma"
-    model_type: str  # "encoder" | "decoder"
+    model_type: str  # "encoder" | "decoder" (the catalog's transformers; a dataset may also say cnn, rnn, other)
     hub_id: str | None  # pretrained checkpoint on the Hugging Face hub, None when none exists
     n_layers: int
     hidden_size: int

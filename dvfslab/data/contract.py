@@ -46,7 +46,10 @@ SOURCES = ("measured", "simulated")
 # power-limit sweep's default limit); both mean the same rule in the analysis
 BASELINES = ("maxn", "fmax", "max_level")
 RUN_STATUSES = ("ok", "failed")
-MODEL_TYPES = ("encoder", "decoder")
+#: a workload's model type: a transformer (encoder-only, decoder-only), a convolutional network, a
+#: recurrent one (LSTM, GRU), or other; features that do not apply to it stay empty (is_decoder for a
+#: CNN, avg_seq_len for an image model), never invented
+MODEL_TYPES = ("encoder", "decoder", "cnn", "rnn", "other")
 SPLITS = ("characterization", "evaluation")
 
 # column -> kind: "str" (required, non-empty), "str?" (may be empty), "float", "float?",
@@ -469,6 +472,22 @@ def _validate_measures(rpath: Path, runs: pd.DataFrame, *, energy_measured: bool
             raise DatasetError(rpath, f"{col} must be a finite number >= 0, got {v.iloc[row - 1]}", column=col, row=row)
 
 
+def _on_table(values: pd.Series, table) -> dict:
+    """Each distinct value of ``values``: whether it is within 0.5 of a level of ``table``
+    (``math.isclose(abs_tol=0.5)``; NaN: True), by a binary search of the sorted table, O(log L)
+    per value: a joint table of thousands of settings stays cheap to check."""
+    ordered = np.sort(np.asarray([float(t) for t in table], dtype=float))
+    out = {}
+    for f in pd.unique(values):
+        if pd.isna(f):
+            out[f] = True
+            continue
+        i = int(np.searchsorted(ordered, float(f)))
+        near = ordered[max(i - 1, 0):i + 1]
+        out[f] = any(math.isclose(float(f), float(t), abs_tol=0.5) for t in near)
+    return out
+
+
 def _validate_levels(ds: Dataset) -> None:
     runs, rpath, table, knob = ds.runs, ds.path / "runs.csv", ds.levels, ds.knob
     if knob.name == SETTING and SETTING not in runs.columns:  # built in memory, not loaded
@@ -477,7 +496,7 @@ def _validate_levels(ds: Dataset) -> None:
     level = runs[knob.name]
     if (row := _first(fixed & level.isna())) is not None:
         raise DatasetError(rpath, f"a fixed-policy run needs {knob.name}", column=knob.name, row=row)
-    in_table = level.apply(lambda f: any(math.isclose(f, t, abs_tol=0.5) for t in table) if pd.notna(f) else True)
+    in_table = level.map(_on_table(level, table)).fillna(True).astype(bool)  # NaN: no level set (MAXN)
     if (row := _first(fixed & ~in_table)) is not None:
         raise DatasetError(rpath, f"{knob.name} {level.iloc[row - 1]:g} is not in meta.json {knob.table_key} "
                                   f"({', '.join(f'{t:g}' for t in table)})", column=knob.name, row=row)

@@ -78,6 +78,15 @@ def format_setting(knobs: tuple[str, ...] | list[str], setting) -> str:
     return " × ".join(f"{JOINT_LABELS.get(k, k)} {float(v):g} MHz" for k, v in zip(knobs, setting, strict=True))
 
 
+def setting_mhz(knobs: tuple[str, ...] | list[str], setting) -> dict[str, float]:
+    """``{"gpu_freq_mhz": 714.0, "emc_freq_mhz": 2133.0}``: one joint setting by its clocks' names,
+    in MHz (what figures and ``summary.json`` name a joint level by, not its index)."""
+    if len(knobs) != len(setting):
+        raise DvfsError(f"a setting of {len(knobs)} clocks ({', '.join(knobs)}) needs {len(knobs)} values, "
+                        f"got {list(setting)!r}")
+    return {k: float(v) for k, v in zip(knobs, setting, strict=True)}
+
+
 def get_knob(name: str | None = None) -> Knob:
     """The :class:`Knob` called ``name`` (``None``: the default, ``gpu_freq_mhz``)."""
     try:

@@ -3,6 +3,9 @@
 The model is a :class:`~dvfslab.governors.curvemodel.CurveModel` (plain Python at decide time);
 fitting it (scikit-learn) is :func:`dvfslab.governors.curvefit.fit_curve_model`, imported by
 :meth:`CurveGovernor.fit` only.
+
+**Complexity**: a decision predicts every level once, O(F · L) (``F`` features, ``L`` levels or
+settings): linear in the settings.
 """
 
 from __future__ import annotations

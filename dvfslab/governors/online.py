@@ -37,6 +37,10 @@ principle, then evaluated; docs/governors.md):
 :class:`OnlineSession` is the live object (a training callback feeds it one step at a time:
 :class:`dvfslab.harness.online_callback.OnlineDvfsCallback`); in a replay the governor drives it
 with a probe that reads the dataset's recorded steps.
+
+**Complexity**: a step is O(1); at the end of each phase it fits the U-curve to the steps probed
+and selects over the ``L`` levels, O(n + L) (``n`` probed steps): linear in the settings. It refuses
+a joint setting (its U-curve runs along one knob).
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ instead of the chosen level, and the replay counts their energy and time
 (:mod:`dvfslab.evaluation.replay`), as it counts the online governor's.
 
 Plain Python at decide time (no pandas, numpy or scikit-learn): this is what a board loads.
+
+**Complexity**: a decision predicts every level once from the profiled features, O(F · L):
+linear in the settings.
 """
 
 from __future__ import annotations

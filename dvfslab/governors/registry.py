@@ -52,6 +52,7 @@ GOVERNORS: tuple[str, ...] = (
     "dvfslab.governors.zeus:ZeusGovernor",
     "dvfslab.governors.search:SearchGovernor",
     "dvfslab.governors.voi:VoiGovernor",
+    "dvfslab.governors.jointbo:BoGovernor",
     "dvfslab.governors.static:OracleGovernor",
 )
 

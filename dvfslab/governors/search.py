@@ -41,6 +41,10 @@ dataset of a design of N settings is refused. Energy along each line is assumed 
 The search is a generator that yields the index to measure next and receives its energy per
 unit; :class:`SearchSession` drives it in a replay (one probe of ``probe_units`` per level) and
 live (one training step at a time, until the level has run its units).
+
+**Complexity**: a decision is the walk's next index, O(1) on one knob; on a joint grid each
+line through a setting is found by one scan of the ``L`` settings, O(L · dims) per line: linear
+in the settings, with O(log n) probes per line.
 """
 
 from __future__ import annotations

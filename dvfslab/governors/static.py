@@ -2,6 +2,9 @@
 oracle (each swept workload's best measured level).
 
 FFG's fit and the oracle's read the sweep through its methods only: no pandas or numpy here.
+
+**Complexity** (``L`` levels or settings, ``W`` training workloads): a decision is O(1) (MAXN,
+FFG, the oracle hold a level); FFG's fit is O(W · L), the oracle's O(workloads · L).
 """
 
 from __future__ import annotations

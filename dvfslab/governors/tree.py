@@ -10,6 +10,9 @@ the tree's ``level_table`` with :func:`dvfslab.core.levels.snap_mhz` (ties go to
 level), the rule the clocks and the replay use, so a decision is run and evaluated at the same
 level. Nothing here imports pandas, numpy or scikit-learn: this is what a board loads; the
 fitting is in :mod:`dvfslab.governors.treefit`, imported by :meth:`TreeGovernor.fit`.
+
+**Complexity**: a decision walks the tree, O(depth), whatever the number of levels ``L``; the
+fit is scikit-learn's over the training workloads (O(L) classes at most).
 """
 
 from __future__ import annotations

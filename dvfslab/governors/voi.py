@@ -28,6 +28,14 @@ A value-of-information rule (a one-step preposterior analysis over a discrete pr
   positive and stops when none is; then it holds ``b``. Before any reading one reading alone
   teaches nothing (the scale absorbs it), so the first decision looks at pairs: read ``b`` (at no
   extra cost) and ``x``; voi starts (by reading ``b``) only when the best pair pays.
+* **Candidates** — the levels weighed at a decision are not all ``L`` levels but a set from the
+  prior: each hypothesis's own least-cost level, the ``candidates`` (default 8) levels of least
+  posterior-mean cost, and the held level (:meth:`VoiSession._candidates`). A level that no
+  hypothesis and not the posterior ranks near the top is rarely worth its window, and weighing
+  every level made a decision cost ``O(L^2)`` (a posterior over all ``L`` levels per level).
+  **Complexity of a decision**: at most ``H + candidates + 1`` posterior evaluations
+  (:meth:`VoiSession._posterior`), each ``O(H · 3^n · L)`` (``H`` hypotheses, ``n`` <= 2 new
+  readings by quadrature), so ``O((H + candidates) · 9 · H · L)``: linear in the levels.
 * **Job length** — what it plans with is ``workload["plan_job_units"]`` (the replay sets the
   training workloads' median; never the job's true length), else ``job_units``.
 
@@ -60,122 +68,40 @@ from dvfslab.governors.base import GovernorTags, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.objective import LEAST_ENERGY, Selector
 from dvfslab.governors.session import WindowSession
+from dvfslab.governors.voiprior import (  # noqa: F401  (the prior's functions, importable from here)
+    GH_NODES,
+    GH_WEIGHTS,
+    VAR_FLOOR,
+    Curve,
+    _interp,
+    loo_misfit,
+    posterior_misfit,
+    u_family,
+)
 from dvfslab.governors.zeus import POWER_KNOB
 
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
     from dvfslab.governors.probemodel import ProbeModel
 
-#: the U-family's grid (untrained prior): share of time that does not scale with the level,
-#: static share of power, exponent of the dynamic power in the level
-U_TIME_FIXED = (0.0, 0.2, 0.4, 0.6, 0.8)
-U_STATIC = (0.1, 0.3, 0.5, 0.7)
-U_EXPONENT = (1.0, 2.0, 3.0)
-#: 3-point Gauss-Hermite quadrature of a standard normal: nodes and weights
-GH_NODES = (-math.sqrt(3.0), 0.0, math.sqrt(3.0))
-GH_WEIGHTS = (1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0)
-#: a numerical floor on a reading's log-variance (noise-free data and identical curves)
-VAR_FLOOR = 1e-12
-
-Curve = dict[str, list[float]]  # {"level", "energy_rel", "time_rel"}
-
-
-def u_family(levels: Sequence[float]) -> list[Curve]:
-    """The untrained prior's curves on ``levels`` (module doc), normalised to 1 at the highest."""
-    top = max(float(f) for f in levels)
-    out = []
-    for a in U_TIME_FIXED:
-        for s in U_STATIC:
-            for g in U_EXPONENT:
-                xs = [float(f) / top for f in levels]
-                t = [a + (1 - a) / x for x in xs]
-                out.append({"level": [float(f) for f in levels], "time_rel": t,
-                            "energy_rel": [(s + (1 - s) * x ** g) * ti for x, ti in zip(xs, t, strict=True)]})
-    return out
-
-
-def _interp(x: Sequence[float], xs: Sequence[float], ys: Sequence[float]) -> list[float]:
-    """``ys`` (positive) at ``x``: linear in the log between the levels, the ends held."""
-    import numpy as np
-
-    order = np.argsort(np.asarray(xs, float))
-    return list(np.exp(np.interp(np.asarray(x, float), np.asarray(xs, float)[order],
-                                 np.log(np.asarray(ys, float))[order])))
-
-
-def loo_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None) -> float:
-    """The median over ``curves`` of the RMS log-residual of the best-fitting other curve after a
-    fitted scale (module doc: ``shape_sigma``'s default); with ``groups`` (one per curve: its
-    model), the best-fitting curve of *another group*. 0 for fewer than two curves."""
-    import numpy as np
-
-    if len(curves) < 2:
-        return 0.0
-    best = []
-    for i, u in enumerate(curves):
-        lu = np.log(np.asarray(u["energy_rel"], float))
-        fits = []
-        for j, v in enumerate(curves):
-            if j != i and (groups is None or groups[j] != groups[i]):
-                d = lu - np.log(np.asarray(_interp(u["level"], v["level"], v["energy_rel"])))
-                fits.append(float(np.sqrt(np.mean((d - d.mean()) ** 2))))
-        if fits:
-            best.append(min(fits))
-    return float(np.median(best)) if best else 0.0
-
-
-def posterior_misfit(curves: Sequence[Curve], groups: Sequence[Any] | None = None, rounds: int = 10) -> float:
-    """The misfit a job meets once every level is read: for each curve, the RMS log-residual
-    (after a fitted scale) of the posterior mean of the *other* curves (of other groups, with
-    ``groups``), each weighted by its likelihood with that misfit as the per-level log-sd; the
-    median over the curves, iterated to its fixed point from :func:`loo_misfit` (``rounds`` at most).
-    The best single curve's misfit (:func:`loo_misfit`) is the smallest of many and under-states it."""
-    import numpy as np
-
-    sigma = loo_misfit(curves, groups)
-    if sigma <= 0:
-        return sigma
-    logs = [np.log(np.asarray(c["energy_rel"], float)) for c in curves]
-    pairs = []  # per curve: the other curves on its levels
-    for i, u in enumerate(curves):
-        others = [np.log(np.asarray(_interp(u["level"], v["level"], v["energy_rel"])))
-                  for j, v in enumerate(curves) if j != i and (groups is None or groups[j] != groups[i])]
-        pairs.append(np.array(others) if others else None)
-    for _ in range(int(rounds)):
-        rms = []
-        for lu, lv in zip(logs, pairs, strict=True):
-            if lv is None:
-                continue
-            d = lu[None, :] - lv
-            k = d.mean(axis=1, keepdims=True)
-            ss = ((d - k) ** 2).sum(axis=1)
-            w = np.exp(-(ss - ss.min()) / (2 * sigma * sigma))
-            w /= w.sum()
-            mean = np.log((w[:, None] * np.exp(lv + k)).sum(axis=0))
-            r = lu - mean
-            rms.append(float(np.sqrt(np.mean((r - r.mean()) ** 2))))
-        new = float(np.median(rms)) if rms else sigma
-        if abs(new - sigma) <= 1e-4 * sigma:
-            return new
-        sigma = new
-    return sigma
-
-
 class VoiGovernor(ProbingGovernor):
     """The value-of-information rule (module doc). ``job_units``: the job length planned with when
     the workload has no ``plan_job_units``; ``noise_cv``: a reading's noise when the probe has no
     model; ``shape_sigma``: None, the training curves' leave-one-out misfit; ``max_probes``: None,
-    the number of levels."""
+    the number of levels; ``candidates``: how many levels of least posterior-mean cost are weighed
+    at each decision besides each hypothesis's own best (module doc, *Candidates*)."""
 
     name = "voi"
     summary = ("value of information: the training curves as a prior, probe a level only while its expected gain over "
                "the rest of the job beats its cost, then hold the best posterior level")
     tags = GovernorTags(needs_training=True, probes=True,
-                        saves=("job_units", "noise_cv", "shape_sigma", "max_probes", "curves_", "info_"))
+                        saves=("job_units", "noise_cv", "shape_sigma", "max_probes", "candidates", "curves_",
+                               "info_"))
 
     def __init__(self, job_units: float = 1000.0, noise_cv: float = 0.0, shape_sigma: float | None = None,
-                 max_probes: int | None = None, objective: Selector = LEAST_ENERGY):
+                 max_probes: int | None = None, objective: Selector = LEAST_ENERGY, candidates: int = 8):
         self.job_units = job_units
+        self.candidates = candidates
         self.noise_cv = noise_cv
         self.shape_sigma = shape_sigma
         self.max_probes = max_probes
@@ -199,8 +125,15 @@ class VoiGovernor(ProbingGovernor):
                 groups.append(model_of.get(w, w))
         if len(curves) < 2:
             if data is not None and data.knob.name == SETTING:
-                raise GovernorError(f"voi: a joint setting needs at least two training curves (got {len(curves)}); "
-                                    "its untrained U-shaped prior runs along one knob's levels, not setting indices")
+                if not curves:
+                    raise GovernorError("voi: a joint setting needs at least one training curve (got none); its "
+                                        "untrained U-shaped prior runs along one knob's levels, not setting indices")
+                # one curve: nothing to learn (README): hold FFG's setting (the curve's least cost), no probe
+                self.curves_ = curves
+                self.info_ = {"prior": "one training curve", "n_curves": 1, "shape_sigma": 0.0,
+                              "fallback": "ffg", "cannot_learn": f"one training workload ({data.train_ids[0]}): "
+                                                                 "nothing to generalize from"}
+                return
             self.curves_ = []
             self.info_ = {"prior": "u-shape", "n_curves": 0, "shape_sigma": None,
                           "why": "untrained: fewer than two training curves"}
@@ -210,6 +143,12 @@ class VoiGovernor(ProbingGovernor):
             self.info_ = {"prior": "training curves", "n_curves": len(curves),
                           "shape_sigma": posterior_misfit(curves, groups if by_model else None),
                           "shape_sigma_from": "leave-one-model-out" if by_model else "leave-one-curve-out"}
+
+    def fallback_note(self) -> str:
+        info = getattr(self, "info_", None) or {}
+        if info.get("fallback"):
+            return f"could not learn ({info.get('cannot_learn') or 'nothing to learn'}): falls back to FFG"
+        return ""
 
     def check_state(self) -> None:
         for c in self._fitted("curves_"):
@@ -251,7 +190,9 @@ class VoiSession(WindowSession):
         if not float(governor.noise_cv) >= 0:
             raise GovernorError(f"voi: noise_cv must be >= 0, got {governor.noise_cv!r}")
         self.noise_cv = float(governor.noise_cv)
-        self.untrained = len(curves) < 2
+        info = getattr(governor, "info_", None) or {}
+        fallback = bool(info.get("fallback")) and len(curves) == 1  # one training curve on a joint knob (_fit)
+        self.untrained = len(curves) < 2 and not fallback
         prior = u_family(self.table) if self.untrained else list(curves)
         fitted = (getattr(governor, "info_", None) or {}).get("shape_sigma")
         self.shape_sigma = (float(governor.shape_sigma) if governor.shape_sigma is not None else
@@ -263,9 +204,13 @@ class VoiSession(WindowSession):
         self.log_t = np.log(np.array([_interp(self.table, c["level"], c["time_rel"]) for c in prior]))
         self.windows = np.array([float(model.window(f)) if model is not None else 1.0 for f in self.table])
         n = len(self.table)
-        self.budget = int(governor.max_probes) if governor.max_probes is not None else n
+        self.budget = 0 if fallback else int(governor.max_probes) if governor.max_probes is not None else n
         if self.budget < 0:
             raise GovernorError(f"voi: max_probes must be >= 0, got {governor.max_probes!r}")
+        self.n_candidates = int(getattr(governor, "candidates", 8))
+        if self.n_candidates < 0:
+            raise GovernorError(f"voi: candidates must be >= 0, got {self.n_candidates!r}")
+        self._own_best: set[int] | None = None
         self.reads: list[tuple[int, float, float, float]] = []  # (level index, log E/unit, log T/unit, variance)
         self.used = 0.0
         self._begin()
@@ -389,6 +334,20 @@ class VoiSession(WindowSession):
 
     # ---- the rule ----------------------------------------------------------------------------
 
+    def _candidates(self, costs, b: int) -> list[int]:
+        """The levels worth weighing a probe of (module doc, *Candidates*): each hypothesis's own
+        least-cost level, the ``candidates`` levels of least posterior-mean cost (``costs``) and the
+        held ``b``; ascending. At most ``H + candidates + 1`` of them whatever the table's size ``L``,
+        found in O(H·L) (an argmin per hypothesis, an argpartition of ``costs``)."""
+        np = self.np
+        if self._own_best is None:  # the prior's: fixed for the session
+            own = self._best(self._costs(np.exp(self.log_e), np.exp(self.log_t)), np)
+            self._own_best = {int(i) for i in own if i >= 0}
+        n = len(self.table)
+        k = min(self.n_candidates, n)
+        top = np.argpartition(np.where(np.isfinite(costs), costs, np.inf), k - 1)[:k] if k > 0 else []
+        return sorted(self._own_best | {int(i) for i in top} | ({b} if b >= 0 else set()))
+
     def _plan(self) -> None:
         """Choose the next probe (``_pending``) or stop and hold the best level."""
         np = self.np
@@ -401,7 +360,7 @@ class VoiSession(WindowSession):
         best_net, best_x = 0.0, None
         if b >= 0 and len(self.reads) < self.budget:
             cb = costs[b]
-            for x in range(len(self.table)):
+            for x in self._candidates(costs, b):
                 if x in read or not np.isfinite(costs[x]):
                     continue
                 if self.reads:

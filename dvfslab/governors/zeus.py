@@ -36,6 +36,10 @@ Here, on any knob:
   energy by default, so that every governor's regret is on the same objective), with MAXPOWER
   the highest limit on a power-limit knob (Zeus's) and the highest average power measured on a
   clock knob; the slowdown is against the highest level's time (the baseline's stand-in).
+
+**Complexity**: each decision is the next limit of the schedule, O(1), and the final choice
+selects over the levels measured, O(L); but it *probes every level* (L probes): on a joint
+grid of thousands of settings its probing, not its arithmetic, is what does not scale.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ Here a *unit* is the dataset's (:mod:`dvfslab.analysis.steps`): an epoch in the 
 over 11 clocks is a very short probe (Zeus's live optimizer spends 10 warm-up + 40 profiled
 iterations per limit: ``units = 50 * len(levels)`` reproduces that). Live, the training callback
 feeds one optimizer step at a time: each level gets at least one whole step.
+
+**Complexity**: as ``zeus``: O(1) per decision, O(L) for the final choice, L probes.
 """
 
 from __future__ import annotations
