@@ -19,8 +19,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
 import shutil
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -209,3 +212,48 @@ def test_make_lab_installs_no_torch():
     for extra in ("analysis", "notebooks", "lab"):
         assert not [d for d in extras[extra] if d.lower().startswith(("torch", "transformers", "accelerate"))], extra
     assert "make lab" in (repo / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# Notebooks 04 and 05 only call the recipe and show it
+# --------------------------------------------------------------------------------------------
+
+#: what computing a recipe looks like in a cell: fitting, replaying, cross-validating,
+#: summarising, grouping or reshaping frames, building governors or their objective — unless it is
+#: a call of the package's recipe words (``T.``: recipe_text) or notebook 05's sections (``B.``: beyond);
+#: matched on a cell's tokens joined by one space (:func:`_code_only`)
+RECIPE_CALLS = re.compile(r"(?<![BT] \. )\b(cv_replay|cv_folds|grouping|groupby|pivot|concat|summarize|summary_dict|"
+                          r"replay|recommend|constrain|constraint_report|probing_breakdown|physical_data|TrainingData|"
+                          r"with_objective|parse_objective|with_time_model|usable|make_all|check_names|"
+                          r"candidate_models|load_governor|pareto_points|make|build|fit) \(")
+#: the dvfslab modules a notebook of the evaluation may import: the recipe's words, what notebook 05
+#: adds to it, the tables and figures, the notebook paths and summary.json, and saving governors
+ALLOWED_IMPORTS = {"dvfslab.analysis", "dvfslab.evaluation", "dvfslab.pipeline", "dvfslab.governors.files"}
+
+
+def _code_only(source: str) -> str:
+    """A cell's Python without its comments and strings (their words are no computation), its
+    IPython magics left out."""
+    source = "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith("%"))
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return " ".join(t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.STRING, tokenize.NL,
+                                                                 tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+                    and not t.type == getattr(tokenize, "FSTRING_MIDDLE", -1))
+
+
+@pytest.mark.parametrize("name", ["04_governor_evaluation", "05_beyond_the_paper"])
+def test_evaluation_notebooks_hold_no_recipe_logic(name):
+    book = json.loads((REPLAY.parents[1] / "notebooks" / f"{name}.ipynb").read_text())
+    code = ["".join(c["source"]) for c in book["cells"] if c["cell_type"] == "code"]
+    for source in code:
+        found = RECIPE_CALLS.search(_code_only(source))
+        assert not found, f"{name}: a cell computes the recipe ({found.group(0)!r}): {source[:120]!r}"
+        assert not re.search(r"^\s*(def|class|for|while) ", source, re.M), f"{name}: {source[:120]!r}"
+        for module, names in re.findall(r"^from (dvfslab[\w.]*) import (.+)$", source, re.M):
+            assert module in ALLOWED_IMPORTS, f"{name} imports {module}"
+            if module == "dvfslab.evaluation":  # the recipe's words and notebook 05's sections, nothing else
+                assert {n.split(" as ")[0].strip() for n in names.split(",")} <= {"recipe_text", "beyond"}, names
+    sources = "\n".join(code)
+    assert "T.from_pipeline(" in sources  # both run the one recipe
+    if name == "05_beyond_the_paper":
+        assert "save_trained(" in sources and "B.evaluate_beyond(" in sources

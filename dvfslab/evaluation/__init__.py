@@ -13,7 +13,9 @@ governor to use), :mod:`~dvfslab.evaluation.limits` (a slowdown limit and its co
 :mod:`~dvfslab.evaluation.findings` (the twin's findings beside the paper's),
 :mod:`~dvfslab.evaluation.failures` (a governor that fails badly on a dataset, named with why),
 :mod:`~dvfslab.evaluation.recipe` (the evaluation recipe in one function, ``evaluate_dataset``:
-notebook 04, the benchmarks and the twin's ensemble call it) and
-:mod:`~dvfslab.evaluation.recipe_text` (its words and tables, as notebook 04 shows them).
+notebooks 04 and 05, the benchmarks and the twin's ensemble call it),
+:mod:`~dvfslab.evaluation.recipe_text` (its words and tables, as notebook 04 shows them) and
+:mod:`~dvfslab.evaluation.beyond` (what notebook 05 adds to the recipe: the CV table of every
+scheme, a slowdown limit, the probing governors' split, its words and summary.json section).
 Definitions: docs/method.md.
 """

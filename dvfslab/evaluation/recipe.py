@@ -14,7 +14,9 @@ all come from here:
    (``fitted``: governors the caller already has, e.g. notebook 03's saved tree);
 4. **the replay** of the evaluation workloads (``eval_ids``; per run and over the whole job);
 5. **the CV scheme**: leave-one-model-out, or leave-one-block-out on a dataset of one model
-   (:func:`dvfslab.evaluation.govcv.grouping`), every governor and candidate on the same folds,
+   (:func:`dvfslab.evaluation.govcv.grouping`), every governor and candidate on the same folds
+   (``schemes``: further schemes replayed before it, e.g. ``loocv`` for notebook 05's table;
+   the recommendation and the headline read the grouped one only),
    and **the recommendation** (:func:`dvfslab.evaluation.recommend.recommend`); ``nested``: the
    rule itself judged by a nested CV;
 6. **the headline**: the evaluation split's figures, or — in-sample (the evaluation workloads
@@ -64,6 +66,7 @@ class DatasetEvaluation:
     left_out: dict[str, str]  # governor -> why it cannot be evaluated here
     not_candidates: dict[str, str]  # candidate -> why it cannot be one here
     scheme: str  # the grouped CV: lomo or lobo
+    schemes: list[str]  # every CV scheme replayed, the grouped one last
     n_folds: int
     eval_ids: list[str]
     with_job: list[str]  # evaluation workloads whose whole job is known (job_steps)
@@ -99,7 +102,9 @@ class DatasetEvaluation:
     @property
     def headline_rows(self) -> pd.DataFrame:
         """The per-workload rows behind the headline figures."""
-        return self.cv[self.cv["policy"].isin(self.rows)] if self.headline_cv else self.per
+        if not self.headline_cv:
+            return self.per
+        return self.cv[(self.cv["scheme"] == self.scheme) & self.cv["policy"].isin(self.rows)]
 
     @property
     def n_headline_workloads(self) -> int:
@@ -112,6 +117,7 @@ def evaluate_dataset(sweep: Sweep, table: pd.DataFrame, train_ids: Sequence[str]
                      params: Mapping[str, Mapping[str, Any]] | None = None, objective: Selector | str | None = None,
                      probe_noise: float | None = None, seed: int = 0, idealise: bool = False,
                      noise_scale: float = 1.0, fitted: Mapping[str, Governor] | None = None, cv: bool = True, nested: bool = False,
+                     schemes: Sequence[str] = (),
                      train_split: str | None = None, eval_split: str | None = None,
                      in_sample: bool | None = None) -> DatasetEvaluation:
     """The evaluation recipe on one dataset (module doc).
@@ -124,7 +130,9 @@ def evaluate_dataset(sweep: Sweep, table: pd.DataFrame, train_ids: Sequence[str]
     ``idealise``: instant, exact probes (a comparison, never a result); ``noise_scale``: the
     probe model's own noise scaled (a sensitivity run); ``fitted``: governors
     already fitted, used in place of fitting them; ``cv``: run the grouped CV and the
-    recommendation; ``nested``: also the nested CV of the rule; ``in_sample`` default: the
+    recommendation; ``nested``: also the nested CV of the rule; ``schemes``: further CV schemes
+    (``loocv``, ``lomo``, ``lobo``) replayed before the grouped one, the same governors on each
+    (notebook 05's table; nothing else reads them); ``in_sample`` default: the
     evaluation workloads are the training ones.
     """
     data = TrainingData(sweep, table, list(train_ids))
@@ -140,11 +148,15 @@ def evaluate_dataset(sweep: Sweep, table: pd.DataFrame, train_ids: Sequence[str]
     cands = [n for n in cand_names if n in cand_protos and n != FALLBACK]
     rows = data.rows().reset_index(drop=True)
     scheme = C.grouping(rows)
+    all_schemes = [*dict.fromkeys(s for s in schemes if s != scheme), scheme]
+    unknown = [s for s in all_schemes if s not in C.SCHEME_WORDS]
+    if unknown:
+        raise ValueError(f"unknown CV scheme {unknown[0]!r}: one of {', '.join(C.SCHEME_WORDS)}")
     eval_ids = list(eval_ids) if eval_ids is not None else []
     steps = data.steps()
     ev = DatasetEvaluation(
         sweep=sweep, data=data, objective=obj, params=params, names=list(protos), rows=E.row_names(protos, sweep),
-        candidates=cands, left_out=left_out, not_candidates=not_candidates, scheme=scheme,
+        candidates=cands, left_out=left_out, not_candidates=not_candidates, scheme=scheme, schemes=all_schemes,
         n_folds=len(list(C.cv_folds(rows, [scheme]))), eval_ids=eval_ids,
         with_job=[w for w in eval_ids if steps.job_known(w)], probe=PR.describe(steps),
         in_sample=bool(eval_ids) and set(eval_ids) == set(train_ids) if in_sample is None else bool(in_sample),
@@ -160,11 +172,11 @@ def evaluate_dataset(sweep: Sweep, table: pd.DataFrame, train_ids: Sequence[str]
         ev.by_size = E.summarize(ev.per, by=["size_group"])
     if cv:
         ev.cv = C.cv_replay({**protos, **{n: cand_protos[n] for n in [FALLBACK, *cands] if n in cand_protos}}, data,
-                            schemes=[scheme])
+                            schemes=all_schemes)
         ev.recommended = recommend(ev.cv, cands, scheme=scheme)
         if nested:
             ev.nested = nested_recommended({**protos, **cand_protos}, data, cands, scheme=scheme)
-    ev.headline_cv = ev.in_sample and len(ev.cv) > 0
+    ev.headline_cv = ev.in_sample and bool(len(ev.cv)) and bool((ev.cv["scheme"] == scheme).any())
     ev.headline = E.summarize(ev.headline_rows) if ev.headline_cv else ev.overall
     if len(ev.headline_rows):
         ev.failing = failing_governors(ev.headline_rows, ev.governors, data, steps)

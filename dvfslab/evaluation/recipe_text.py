@@ -33,21 +33,24 @@ PAPER_TREE = "the paper's published tree"
 def from_pipeline(sweep: Sweep, table: pd.DataFrame, summary: Mapping[str, Any], out_dir: str | os.PathLike, *,
                   names: Sequence[str] = (), candidates: Sequence[str] = (), objective: str | None = None,
                   probe_noise: float | None = None, seed: int = 0, quick: bool = False,
-                  paper_util_split: str = "long-seq") -> DatasetEvaluation:
+                  paper_util_split: str = "long-seq", params: Mapping[str, Mapping[str, Any]] | None = None,
+                  schemes: Sequence[str] = ()) -> DatasetEvaluation:
     """:func:`~dvfslab.evaluation.recipe.evaluate_dataset` on a pipeline run: notebook 02's splits
     (``summary['features']``), notebook 03's tree (its hyper-parameters refitted in every CV fold,
     its saved file ``models/mlg.json`` replayed), the paper's tree with ``paper_util_split``;
-    ``names`` / ``candidates`` empty: the registry's."""
+    ``names`` / ``candidates`` empty: the registry's; ``params``: further governor parameters
+    (registry name -> parameters, e.g. notebook 05's :func:`dvfslab.evaluation.beyond.governor_params`);
+    ``schemes``: further CV schemes replayed before the grouped one (notebook 05: ``loocv``)."""
     feats, ms = summary["features"], summary["model_selection"]
     train, test = feats["train_split"], feats["eval_split"]
     names = G.check_names(list(names) or G.names())
-    params = {"mlg-paper": {"util_split": paper_util_split},
+    params = {**{k: dict(v) for k, v in (params or {}).items()}, "mlg-paper": {"util_split": paper_util_split},
               "mlg": {"estimator": S.candidate_models(quick, seed)[ms["best_model"]], "features": ms["features_used"]}}
     fitted = {"mlg": load_governor(Path(out_dir) / "models" / "mlg.json", policy="mlg")} if "mlg" in names else {}
     return evaluate_dataset(sweep, table, list(table.loc[table["split"] == train, "workload_id"]),
                             sweep.workload_ids(test), names=names, candidates=list(candidates) or None,
                             params=params, objective=objective, probe_noise=probe_noise, seed=seed, fitted=fitted,
-                            train_split=train, eval_split=test,
+                            train_split=train, eval_split=test, schemes=schemes,
                             in_sample=bool(feats.get("in_sample", train == test)))
 
 

@@ -5,7 +5,9 @@ the run) and the online governor (which probes several levels during the run). T
 governor runs the first ``warmup_steps + probe_steps`` steps of training on the board's
 default clock (the baseline), measures
 
-* ``probe_step_time_s`` — mean time per step over the ``probe_steps`` steps after the warm-up,
+* ``probe_step_time_s`` — mean time per step (per unit of the job) over the ``probe_steps`` steps
+  after the warm-up (a replay's probing step lasts at least the level's window, several units: its
+  time is divided by its units, as the fit's one-unit steps are),
 * ``probe_power_w`` — their mean power, energy / time,
 * ``gpu_util_pct`` — GPU utilization at the default clock (from the workload's features: a
   reading of jtop / NVML while probing),
@@ -42,21 +44,27 @@ DEFAULT_PROBE_STEPS = 5
 DEFAULT_WARMUP_STEPS = 1
 
 
-def probe_features(steps: Sequence[tuple[float, float]], warmup_steps: int = DEFAULT_WARMUP_STEPS,
+def probe_features(steps: Sequence[tuple[float, ...]], warmup_steps: int = DEFAULT_WARMUP_STEPS,
                    gpu_util_pct: float | None = None) -> dict[str, float]:
-    """The probe's features from ``(energy_j, time_s)`` of the steps run at the default clock.
+    """The probe's features from ``(energy_j, time_s)`` or ``(energy_j, time_s, units)`` of the
+    probing steps run at the default clock (without ``units``: one unit each, a training step).
 
-    The first ``warmup_steps`` steps are charged but not measured (a run's first step also
-    builds kernels and caches). ``gpu_util_pct`` is passed through when given.
+    A probing step of a replay may run several units: a reading takes at least the level's
+    window on the machine (:meth:`~dvfslab.governors.base.ProbeSession.stretch`; e.g. ~229
+    inferences on the LoudVA AGX Xavier). ``probe_step_time_s`` is the time per **unit** (the
+    measured steps' time over their units), what the fit reads from one-unit steps. The first
+    ``warmup_steps`` steps are charged but not measured (a run's first step also builds kernels
+    and caches). ``gpu_util_pct`` is passed through when given.
     """
-    measured = [(float(e), float(t)) for e, t in steps[warmup_steps:]]
+    measured = [(float(s[0]), float(s[1]), float(s[2]) if len(s) > 2 else 1.0) for s in steps[warmup_steps:]]
     if not measured:
         raise GovernorError(f"profiled: no probing step after the {warmup_steps} warm-up step(s); "
                             "record at least one more step at the default clock")
-    energy, time = sum(e for e, _ in measured), sum(t for _, t in measured)
-    if not (time > 0 and energy > 0):
-        raise GovernorError(f"profiled: the probing steps need a positive time and energy, got {time!r} s, {energy!r} J")
-    out = {"probe_step_time_s": time / len(measured), "probe_power_w": energy / time}
+    energy, time, units = (sum(m[i] for m in measured) for i in range(3))
+    if not (time > 0 and energy > 0 and units > 0):
+        raise GovernorError(f"profiled: the probing steps need a positive time, energy and units, got {time!r} s, "
+                            f"{energy!r} J over {units!r} units")
+    out = {"probe_step_time_s": time / units, "probe_power_w": energy / time}
     if gpu_util_pct is not None:
         out["gpu_util_pct"] = float(gpu_util_pct)
     return out
@@ -148,7 +156,7 @@ class ProfiledSession(ProbeSession):
         """The workload's features with the probe's measurements added."""
         util = self.workload.get("gpu_util_pct")
         util = None if util is None or util != util else float(util)
-        steps = [(s.energy_j, s.time_s) for s in self.observed]
+        steps = [(s.energy_j, s.time_s, s.units) for s in self.observed]  # a replay's probe: its window's units
         return {**self.workload, **probe_features(steps, self.governor.warmup_steps, util)}
 
     def _decide(self) -> float | None:
