@@ -1,15 +1,19 @@
 """The twin's findings as bands: ``dvfslab simulate --ensemble N [--quick] --out DIR``. Simulated.
 
 Each member is one parameter set of the simulated AGX Orin drawn by
-:func:`dvfslab.sim.calibration.sample_profile` — every assumed parameter uniformly from its stated
-range, the fitted parameters from the fit given those assumptions plus a draw from the fit's
-covariance (``(χ²/dof)·(JᵀJ)⁻¹``: the readings' own scatter) — on which the plan's grid is simulated
-(:func:`dvfslab.sweep.simulate.simulate_dataset`). From each member's dataset: the oracle's mean
-saving vs MAXN on the evaluation workloads (all, ≤ 70M and > 70M parameters), the paper's tree's
-(``mlg-paper``), FFG − oracle, the learned tree's (MLG) − FFG, and the share of all workloads
-whose energy-optimal level is each level (:func:`member_metrics`). ``DIR/ensemble.json`` holds
-p5 / p50 / p95 of each over the members, the same figures for the central (checked-in)
-parameters on the same grid, the paper's, and every member's draws.
+:func:`dvfslab.sim.calibration.sample_member` — every assumed parameter uniformly from its stated
+range, the fitted parameters from the fit given those assumptions (the rail readings and the real
+fit curves' normalised shapes, :mod:`dvfslab.sim.shapes`) plus a draw from the fit's covariance
+(``max(1, χ²/dof)·(JᵀJ)⁻¹``: never shrunk) — and weighted by its likelihood given those readings
+(:func:`member_weights`: importance weights). The plan's grid is simulated on each member whose
+weight is not negligible (:data:`MIN_WEIGHT_SHARE`; :func:`dvfslab.sweep.simulate.simulate_dataset`).
+From each member's dataset: the oracle's mean saving vs MAXN on the evaluation workloads (all,
+≤ 70M and > 70M parameters), the paper's tree's (``mlg-paper``), FFG − oracle, the learned
+tree's (MLG) − FFG, and the share of all workloads whose energy-optimal level is each level
+(:func:`member_metrics`); from the member itself, its figures on the real job curves
+(:func:`job_figures`). ``DIR/ensemble.json`` holds weighted p5 / p50 / p95 of each (and the
+unweighted ones), the weights and their effective number, the same figures for the central
+(checked-in) parameters on the same grid, the paper's, and every member's draws.
 
 The learned tree is chosen as notebook 03 does (decision trees by leave-one-workload-out
 accuracy) in one place, :func:`learned_tree`, so that it can follow the selection code when it
@@ -30,8 +34,9 @@ from dvfslab.core import reference as R
 from dvfslab.core.levels import format_mhz
 from dvfslab.data.contract import Dataset
 from dvfslab.evaluation.findings import twin_findings
-from dvfslab.sim.calibration import ASSUMED_RANGES, sample_profile
+from dvfslab.sim.calibration import ASSUMED_RANGES, sample_member
 from dvfslab.sim.profiles import get_profile
+from dvfslab.sim.shapes import effective_members, likelihood_weights, weighted_percentiles
 from dvfslab.sweep.simulate import SimulationPlan, simulate_dataset
 
 PERCENTILES = (5, 50, 95)
@@ -92,22 +97,74 @@ def member_metrics(ds: Dataset, seed: int = 0) -> dict:
     }
 
 
-def _bands(members: list[dict], levels: list[str]) -> dict:
+def _bands(members: list[dict], levels: list[str], weights: np.ndarray | None = None) -> dict:
     def pct(values: list[float]) -> dict:
-        p5, p50, p95 = np.percentile(np.asarray(values, dtype=float), PERCENTILES)
-        return {"p5": float(p5), "p50": float(p50), "p95": float(p95)}
+        p5, p50, p95 = weighted_percentiles(values, weights, PERCENTILES)
+        return {"p5": p5, "p50": p50, "p95": p95}
 
     out = {k: pct([m[k] for m in members]) for k in SCALARS}
     out["optimum_share_pct"] = {lv: pct([m["optimum_share_pct"].get(lv, 0.0) for m in members]) for lv in levels}
     return out
 
 
+def job_figures(profile) -> dict:
+    """Per real job curve (fit and held out): the twin's shape RMS against it, optimum levels and their
+    distance, MAXN ÷ optimum (runs that ran MAXN) and the oracle's saving vs MAXN of twin and real (%)."""
+    from dvfslab.sim.jobs import job_table
+
+    out = {}
+    for r in job_table(profile):
+        twin_min = min(r["twin_j"].values())
+        real = None if r["maxn_run"] != "maxn" else 100.0 * (1.0 - min(r["real_j"].values()) / r["real_maxn_j"])
+        out[r["curve"]] = {"role": r["role"], "shape_rms_pct": r["shape_rms_pct"], "optimum_steps": r["optimum_steps"],
+                           "twin_optimum_mhz": r["twin_optimum_mhz"], "real_optimum_mhz": r["real_optimum_mhz"],
+                           "maxn_over_optimum_pct": r["maxn_over_optimum_pct"],
+                           "twin_saving_pct": 100.0 * (1.0 - twin_min / r["twin_maxn_j"]), "real_saving_pct": real}
+    return out
+
+
+def _job_bands(members: list[dict], weights: np.ndarray) -> dict:
+    out = {}
+    for key in members[0]["jobs"]:
+        row = {}
+        for fig in ("shape_rms_pct", "twin_saving_pct", "optimum_steps", "maxn_over_optimum_pct"):
+            vals = [m["jobs"][key][fig] for m in members]
+            if vals[0] is not None:
+                p5, p50, p95 = weighted_percentiles(vals, weights, PERCENTILES)
+                row[fig] = {"p5": p5, "p50": p50, "p95": p95}
+        real = members[0]["jobs"][key]["real_saving_pct"]
+        row["real_saving_pct"] = real
+        row["covered"] = None if real is None else row["twin_saving_pct"]["p5"] <= real <= row["twin_saving_pct"]["p95"]
+        row["role"] = members[0]["jobs"][key]["role"]
+        out[key] = row
+    return out
+
+
+#: a drawn member whose weight is below this share of the largest weight is not simulated (its grid
+#: could move no percentile by more than this share); the weight so left out is recorded
+MIN_WEIGHT_SHARE = 1e-3
+
+
+def member_weights(chi2: list[float], dof: list[int]) -> tuple[np.ndarray, float]:
+    """Each member's weight, its likelihood given the readings (rails and job shapes) at its fit:
+    ``w_i ∝ exp(−χ²_i / 2s)``, with ``s = max(1, min_i χ²_i / dof_i)``: the σ widened, alike for all
+    members, until the members' best description of the readings has χ²/dof = 1, never shrunk."""
+    from dvfslab.sim.calibration import covariance_scale
+
+    best = int(np.argmin(chi2))
+    scale = covariance_scale(chi2[best], dof[best])
+    return likelihood_weights(chi2, scale), scale
+
+
 def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, progress: bool = True,
                  force: bool = False) -> dict:
     """Simulate ``plan``'s grid on the central parameters and on ``n`` drawn sets; write ``ensemble.json``.
 
-    ``out_dir`` holding anything is refused (before simulating) unless ``force``; the folder is
-    written beside it and renamed into place when complete (:func:`dvfslab.core.files.new_folder`).
+    Each set is drawn by :func:`dvfslab.sim.calibration.sample_member` (fitted to the rails and the
+    fit curves' shapes given its assumed parameters) and weighted by :func:`member_weights`; the
+    bands are weighted percentiles. ``out_dir`` holding anything is refused (before simulating)
+    unless ``force``; the folder is written beside it and renamed into place when complete
+    (:func:`dvfslab.core.files.new_folder`).
     """
     from dvfslab.core.errors import DvfsError
     from dvfslab.core.files import new_folder, refuse_occupied
@@ -118,28 +175,50 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
         raise DvfsError(f"simulate --ensemble: board {plan.board} is not calibrated; bands need agx-orin-64gb")
     refuse_occupied(out_dir, "dvfslab simulate --ensemble", force=force)
     levels = [format_mhz(f) for f in get_profile(plan.board).levels_mhz]
+    drawn = []
+    for i in tqdm(range(n), desc="ensemble draws", unit="set", disable=not progress):
+        m = sample_member(np.random.default_rng(np.random.SeedSequence([plan.seed, i])))
+        drawn.append({"member": i, **m, "jobs": job_figures(m["profile"])})
+    weights_all, scale = member_weights([m["chi2"] for m in drawn], [m["dof"] for m in drawn])
+    keep = [i for i, w in enumerate(weights_all) if w >= MIN_WEIGHT_SHARE * weights_all.max()]
+    left_out = float(sum(w for i, w in enumerate(weights_all) if i not in keep))
     members = []
     with tempfile.TemporaryDirectory(prefix="dvfslab-ensemble-") as tmp:
         central = member_metrics(simulate_dataset(Path(tmp) / "central", plan, progress=False), plan.seed)
-        for i in tqdm(range(n), desc="ensemble members", unit="set", disable=not progress):
-            rng = np.random.default_rng(np.random.SeedSequence([plan.seed, i]))
-            profile, drawn = sample_profile(rng)
-            ds = simulate_dataset(Path(tmp) / f"m{i:03d}", plan, progress=False, profile=profile)
-            members.append({"member": i, "params": drawn, "metrics": member_metrics(ds, plan.seed)})
+        for i in tqdm(keep, desc="ensemble members", unit="set", disable=not progress):
+            ds = simulate_dataset(Path(tmp) / f"m{i:03d}", plan, progress=False, profile=drawn[i]["profile"])
+            members.append({**{k: v for k, v in drawn[i].items() if k != "profile"}, "weight": float(weights_all[i]),
+                            "metrics": member_metrics(ds, plan.seed)})
+    w = np.array([m["weight"] for m in members])
+    w = w / w.sum()
     doc = {
         "source": "simulated",
         "note": "SIMULATED, NOT A MEASUREMENT: the digital twin's findings over parameter sets consistent with the "
-                "readings (within their stated uncertainty) and the stated ranges (docs/calibration.md)",
+                "readings and the stated ranges, each weighted by its likelihood given the readings "
+                "(docs/calibration.md, section 4.1)",
         "n_members": n, "seed": plan.seed, "percentiles": list(PERCENTILES),
+        "weighting": {"method": "importance weights: w ∝ exp(-chi2 / 2s), chi2 of each member's fit (rail readings "
+                                "and the fit curves' normalised shapes) given its assumed parameters; "
+                                "s = max(1, min chi2/dof); weighted percentiles (inverted CDF)",
+                      "scale": scale, "effective_members": effective_members(weights_all),
+                      "simulated": len(keep), "weight_left_out": left_out, "min_weight_share": MIN_WEIGHT_SHARE},
         "grid": {"quick": plan.quick, "models": list(plan.models),
                  "characterization_tasks": list(plan.characterization_tasks),
                  "evaluation_tasks": list(plan.evaluation_tasks), "reps": plan.reps, "steps": plan.steps,
                  "n_workloads": len(plan.workloads())},
         "ranges": {k: {"low": lo, "high": hi, "why": why} for k, (lo, hi, why) in ASSUMED_RANGES.items()},
-        "bands": _bands([m["metrics"] for m in members], levels),
+        "bands": _bands([m["metrics"] for m in members], levels, w),
+        "unweighted_bands": _bands([m["metrics"] for m in members], levels),
+        "jobs": _job_bands(members, w),
+        "param_bands": {k: dict(zip(("p5", "p50", "p95"), weighted_percentiles([m["params"][k] for m in members], w,
+                                                                               PERCENTILES), strict=True))
+                        for k in members[0]["params"]},
         "central": central,
+        "central_jobs": job_figures(get_profile(plan.board)),
         "paper": PAPER,
         "members": members,
+        "draws_not_simulated": [{k: v for k, v in drawn[i].items() if k != "profile"} | {"weight": float(weights_all[i])}
+                                for i in range(n) if i not in keep],
     }
     with new_folder(out_dir, "dvfslab simulate --ensemble", force=force) as tmp:
         (tmp / "ensemble.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
