@@ -145,25 +145,74 @@ def _job_bands(members: list[dict], weights: np.ndarray) -> dict:
 MIN_WEIGHT_SHARE = 1e-3
 
 
-def member_weights(chi2: list[float], dof: list[int]) -> tuple[np.ndarray, float]:
-    """Each member's weight, its likelihood given the readings (rails and job shapes) at its fit:
-    ``w_i ∝ exp(−χ²_i / 2s)``, with ``s = max(1, min_i χ²_i / dof_i)``: the σ widened, alike for all
-    members, until the members' best description of the readings has χ²/dof = 1, never shrunk."""
+def member_weights(chi2: list[float], dof: list[int], log_proposal: list[float] | None = None,
+                   scale_from: tuple[list[float], list[int]] | None = None) -> tuple[np.ndarray, float]:
+    """Each member's weight, its likelihood given the readings (rails and job shapes) at its fit over
+    the density it was drawn from: ``w_i ∝ exp(−χ²_i / 2s) / q_i``, with ``s = max(1, min χ²/dof)``
+    over the members (or over ``scale_from``'s, all the fits of the run): the σ widened, alike for
+    all members, until the best description of the readings has χ²/dof = 1; never shrunk."""
     from dvfslab.sim.calibration import covariance_scale
 
-    best = int(np.argmin(chi2))
-    scale = covariance_scale(chi2[best], dof[best])
-    return likelihood_weights(chi2, scale), scale
+    c_all, d_all = scale_from or (chi2, dof)
+    best = int(np.argmin(np.asarray(c_all) / np.asarray(d_all)))
+    scale = covariance_scale(c_all[best], d_all[best])
+    return likelihood_weights(chi2, scale, log_proposal), scale
+
+
+#: the second stage's proposal: the pilot's weighted covariance (in units of each assumed range) times
+#: INFLATE, plus FLOOR² on the diagonal, so that it is wider than what the pilot saw of the posterior
+INFLATE, FLOOR = 2.0, 0.10
+
+
+def _unit(params: dict) -> np.ndarray:
+    return np.array([(params[k] - lo) / (hi - lo) for k, (lo, hi, _why) in ASSUMED_RANGES.items()])
+
+
+def proposal(pilot: list[dict], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and covariance (assumed parameters in units of their ranges) of the second stage's draws."""
+    x = np.array([_unit(m["params"]) for m in pilot])
+    mu = weights @ x
+    d = x - mu
+    cov = INFLATE * (weights[:, None] * d).T @ d + FLOOR**2 * np.eye(len(mu))
+    return mu, cov
+
+
+def draw_proposed(rng: np.random.Generator, mu: np.ndarray, cov: np.ndarray, n: int) -> list[tuple[dict, float]]:
+    """``n`` assumed-parameter sets from the normal proposal, those outside the ranges redrawn (the prior is
+    uniform on the ranges, so the truncation's constant is common to all and cancels), each with ``ln q``."""
+    from scipy.stats import multivariate_normal
+
+    names = list(ASSUMED_RANGES)
+    lo = np.array([ASSUMED_RANGES[k][0] for k in names])
+    hi = np.array([ASSUMED_RANGES[k][1] for k in names])
+    out: list[tuple[dict, float]] = []
+    for _ in range(1000 * n + 100_000):
+        if len(out) == n:
+            break
+        x = rng.multivariate_normal(mu, cov)
+        if np.all((x >= 0.0) & (x <= 1.0)):
+            out.append(({k: float(v) for k, v in zip(names, lo + x * (hi - lo), strict=True)},
+                        float(multivariate_normal.logpdf(x, mu, cov))))
+    if len(out) < n:
+        from dvfslab.core.errors import DvfsError
+
+        raise DvfsError(f"simulate --ensemble: the proposal fell inside the assumed ranges {len(out)} times in "
+                        f"{1000 * n + 100_000} draws; rerun with more members (--ensemble N)")
+    return out
 
 
 def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, progress: bool = True,
                  force: bool = False) -> dict:
-    """Simulate ``plan``'s grid on the central parameters and on ``n`` drawn sets; write ``ensemble.json``.
+    """Simulate ``plan``'s grid on the central parameters and on ``n`` weighted sets; write ``ensemble.json``.
 
-    Each set is drawn by :func:`dvfslab.sim.calibration.sample_member` (fitted to the rails and the
-    fit curves' shapes given its assumed parameters) and weighted by :func:`member_weights`; the
-    bands are weighted percentiles. ``out_dir`` holding anything is refused (before simulating)
-    unless ``force``; the folder is written beside it and renamed into place when complete
+    Two stages of importance sampling (docs/calibration.md, 4.1). The pilot: ``n`` sets drawn by
+    :func:`dvfslab.sim.calibration.sample_member` (assumed parameters uniform on their ranges, the
+    fitted ones fitted to the rails and the fit curves' shapes given them) and weighted by
+    :func:`member_weights`. The members: ``n`` sets whose assumed parameters are drawn from a normal
+    :func:`proposal` around the pilot's weighted draws, weighted by likelihood ÷ proposal density;
+    the grid is simulated on each member whose weight is not negligible and the bands are
+    weighted percentiles. ``out_dir`` holding anything is refused (before simulating) unless
+    ``force``; the folder is written beside it and renamed into place when complete
     (:func:`dvfslab.core.files.new_folder`).
     """
     from dvfslab.core.errors import DvfsError
@@ -175,11 +224,20 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
         raise DvfsError(f"simulate --ensemble: board {plan.board} is not calibrated; bands need agx-orin-64gb")
     refuse_occupied(out_dir, "dvfslab simulate --ensemble", force=force)
     levels = [format_mhz(f) for f in get_profile(plan.board).levels_mhz]
-    drawn = []
-    for i in tqdm(range(n), desc="ensemble draws", unit="set", disable=not progress):
+    pilot = []
+    for i in tqdm(range(n), desc="ensemble pilot draws", unit="set", disable=not progress):
         m = sample_member(np.random.default_rng(np.random.SeedSequence([plan.seed, i])))
-        drawn.append({"member": i, **m, "jobs": job_figures(m["profile"])})
-    weights_all, scale = member_weights([m["chi2"] for m in drawn], [m["dof"] for m in drawn])
+        pilot.append({"member": i, **m})
+    w_pilot, _ = member_weights([m["chi2"] for m in pilot], [m["dof"] for m in pilot])
+    mu, cov = proposal(pilot, w_pilot)
+    proposed = draw_proposed(np.random.default_rng(np.random.SeedSequence([plan.seed, n, 2])), mu, cov, n)
+    drawn = []
+    for j, (assumed, logq) in enumerate(tqdm(proposed, desc="ensemble draws", unit="set", disable=not progress)):
+        m = sample_member(np.random.default_rng(np.random.SeedSequence([plan.seed, n + j])), assumed=assumed)
+        drawn.append({"member": n + j, **m, "log_q": logq, "jobs": job_figures(m["profile"])})
+    everything = ([m["chi2"] for m in pilot + drawn], [m["dof"] for m in pilot + drawn])
+    weights_all, scale = member_weights([m["chi2"] for m in drawn], [m["dof"] for m in drawn],
+                                        [m["log_q"] for m in drawn], scale_from=everything)
     keep = [i for i, w in enumerate(weights_all) if w >= MIN_WEIGHT_SHARE * weights_all.max()]
     left_out = float(sum(w for i, w in enumerate(weights_all) if i not in keep))
     members = []
@@ -197,10 +255,18 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
                 "readings and the stated ranges, each weighted by its likelihood given the readings "
                 "(docs/calibration.md, section 4.1)",
         "n_members": n, "seed": plan.seed, "percentiles": list(PERCENTILES),
-        "weighting": {"method": "importance weights: w ∝ exp(-chi2 / 2s), chi2 of each member's fit (rail readings "
-                                "and the fit curves' normalised shapes) given its assumed parameters; "
-                                "s = max(1, min chi2/dof); weighted percentiles (inverted CDF)",
+        "weighting": {"method": "two-stage importance sampling: w ∝ exp(-chi2 / 2s) / q, chi2 of each member's fit "
+                                "(rail readings and the fit curves' normalised shapes) given its assumed parameters, "
+                                "q the density its assumed parameters were drawn from (pilot: the uniform prior; "
+                                "members: a normal around the pilot's weighted draws); s = max(1, min chi2/dof); "
+                                "weighted percentiles (inverted CDF)",
                       "scale": scale, "effective_members": effective_members(weights_all),
+                      "pilot_effective_members": effective_members(w_pilot),
+                      "proposal": {"inflate": INFLATE, "floor": FLOOR,
+                                   "mean": dict(zip(ASSUMED_RANGES, mu.tolist(), strict=True)),
+                                   "sd": dict(zip(ASSUMED_RANGES, np.sqrt(np.diag(cov)).tolist(), strict=True))},
+                      "pilot": [{"member": m["member"], "chi2": m["chi2"], "dof": m["dof"], "weight": float(w),
+                                 "params": m["params"]} for m, w in zip(pilot, w_pilot, strict=True)],
                       "simulated": len(keep), "weight_left_out": left_out, "min_weight_share": MIN_WEIGHT_SHARE},
         "grid": {"quick": plan.quick, "models": list(plan.models),
                  "characterization_tasks": list(plan.characterization_tasks),

@@ -112,7 +112,8 @@ JOB_FIT_BOX: dict[str, tuple[float, float, float, float]] = {
 
 
 def _job_rows(curves) -> list[tuple]:
-    return [(c, f) for c in curves for f in [*c.energy_j, "maxn"]]
+    # the study's "MAXN" run where its clock is known (the twin predicts it as it was run: MAXN or a confined level)
+    return [(c, f) for c in curves for f in [*c.energy_j, *(["maxn"] if c.maxn_run is not None else [])]]
 
 
 def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None = None,
@@ -164,7 +165,7 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
         jc: dict[str, dict] = {}
         for c, f in jrows:
             pj = jc.setdefault(c.key, predict_job(p, c))
-            twin.append(pj["maxn_j"] if f == "maxn" else pj["levels"][f])
+            twin.append(pj["maxn_run_j"] if f == "maxn" else pj["levels"][f])
         shape = [r["residual_sigma"] for r in shape_residuals(p, shape_curves, s_run)] if shape_curves else []
         return np.concatenate([(np.array(twin) - meas) / sigma_w, shape])
 
@@ -360,10 +361,11 @@ def fit_covariance(result: Fit) -> np.ndarray:
 
 
 def sample_member(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB,
-                  shapes: Iterable | None = None) -> dict:
+                  shapes: Iterable | None = None, assumed: Mapping[str, float] | None = None) -> dict:
     """One member of the ensemble: a parameter set drawn consistent with the readings and the ranges.
 
-    Every assumed parameter is drawn uniformly from its range; the fitted parameters are the fit
+    Every assumed parameter is drawn uniformly from its range (or given: ``assumed``, a draw of the
+    ensemble's second stage); the fitted parameters are the fit
     given those assumptions — of the rail readings and the job curves' shapes (``shapes``: default
     the fit curves, :mod:`dvfslab.sim.shapes`) — plus a draw from the fit's covariance
     (:func:`fit_covariance`, scaled by ``max(1, χ²/dof)``), kept inside the fit's box. Returns
@@ -372,7 +374,8 @@ def sample_member(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64
     """
     from dvfslab.sim.readings import job_curves
 
-    assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
+    if assumed is None:
+        assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
     base = with_params(template, assumed)
     res = fit(base, shapes=job_curves("fit") if shapes is None else shapes)
     names = list(res.params)

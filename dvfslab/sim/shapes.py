@@ -67,16 +67,20 @@ def shape_chi2(profile: BoardProfile, curves: Sequence[JobCurve] | None = None,
     return float(sum(r["residual_sigma"] ** 2 for r in rows)), len(rows) - len(curves)
 
 
-def likelihood_weights(chi2: Sequence[float], scale: float = 1.0) -> np.ndarray:
-    """Normalised weights ``w_i ∝ exp(−χ²_i / (2·scale))`` of members with Gaussian residuals.
+def likelihood_weights(chi2: Sequence[float], scale: float = 1.0,
+                       log_proposal: Sequence[float] | None = None) -> np.ndarray:
+    """Normalised weights ``w_i ∝ exp(−χ²_i / (2·scale)) / q_i`` of members with Gaussian residuals.
 
-    ``scale`` multiplies every σ² alike (the fit's ``max(1, χ²/dof)``: never below 1); the smallest
-    χ² is subtracted first, which changes no ratio but keeps the exponentials finite.
+    ``scale`` multiplies every σ² alike (the fit's ``max(1, χ²/dof)``: never below 1);
+    ``log_proposal``: ``ln q_i``, the density the member was drawn from relative to the prior
+    (importance sampling; None: drawn from the prior). The largest log weight is subtracted
+    first, which changes no ratio but keeps the exponentials finite.
     """
     c = np.asarray(chi2, dtype=float)
     if scale < 1.0:
         raise ValueError(f"likelihood_weights: scale {scale} < 1 would shrink the stated uncertainties")
-    w = np.exp(-(c - c.min()) / (2.0 * scale))
+    logw = -c / (2.0 * scale) - (0.0 if log_proposal is None else np.asarray(log_proposal, dtype=float))
+    w = np.exp(logw - logw.max())
     return w / w.sum()
 
 
