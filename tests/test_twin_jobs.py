@@ -204,6 +204,26 @@ def test_likelihood_weights_on_a_hand_two_member_case():
     assert effective_members([0.25] * 4) == pytest.approx(4.0)
     with pytest.raises(ValueError, match="shrink"):
         likelihood_weights([1.0, 2.0], scale=0.5)
+    # importance sampling: equal likelihoods, the second drawn from twice the density -> half the weight
+    assert likelihood_weights([10.0, 10.0], log_proposal=[0.0, 0.693147180560]) == pytest.approx([2 / 3, 1 / 3])
+
+
+def test_the_mixture_density_of_the_two_stages_by_hand():
+    """One assumed-parameter set at the proposal's mean, covariance 0.1²·I in d = 20 dimensions, all of
+    it inside the ranges: the normal's ln density is −(d/2)·ln(2π·0.01) = −10·ln(0.0628319) = 27.6729;
+    the mixture q = ½·1 + ½·e^27.6729 -> ln q = 27.6729 − ln 2 + ln(1 + e^−27.6729) = 26.9798."""
+    import numpy as np
+
+    from dvfslab.pipeline.ensemble import _unit, log_mixture_density
+    from dvfslab.sim.calibration import ASSUMED_RANGES
+
+    params = {k: (lo + hi) / 2 for k, (lo, hi, _why) in ASSUMED_RANGES.items()}
+    assert len(params) == 20
+    mu = _unit(params)
+    assert mu == pytest.approx([0.5] * 20)
+    assert log_mixture_density(params, mu, 0.01 * np.eye(20), 1.0) == pytest.approx(26.9798, abs=1e-4)
+    # half of the normal outside the ranges: its truncated density doubles (+ ln 2)
+    assert log_mixture_density(params, mu, 0.01 * np.eye(20), 0.5) == pytest.approx(26.9798 + 0.693147, abs=1e-4)
 
 
 def test_weighted_percentiles_by_hand():

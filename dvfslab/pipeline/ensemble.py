@@ -177,40 +177,50 @@ def proposal(pilot: list[dict], weights: np.ndarray) -> tuple[np.ndarray, np.nda
     return mu, cov
 
 
-def draw_proposed(rng: np.random.Generator, mu: np.ndarray, cov: np.ndarray, n: int) -> list[tuple[dict, float]]:
-    """``n`` assumed-parameter sets from the normal proposal, those outside the ranges redrawn (the prior is
-    uniform on the ranges, so the truncation's constant is common to all and cancels), each with ``ln q``."""
-    from scipy.stats import multivariate_normal
-
+def draw_proposed(rng: np.random.Generator, mu: np.ndarray, cov: np.ndarray, n: int) -> tuple[list[dict], float]:
+    """``n`` assumed-parameter sets from the normal proposal truncated to the ranges (a draw outside is
+    redrawn), and the share of draws that fell inside (the truncated density is the normal's ÷ it)."""
     names = list(ASSUMED_RANGES)
     lo = np.array([ASSUMED_RANGES[k][0] for k in names])
     hi = np.array([ASSUMED_RANGES[k][1] for k in names])
-    out: list[tuple[dict, float]] = []
-    for _ in range(1000 * n + 100_000):
-        if len(out) == n:
-            break
+    out: list[dict] = []
+    tries = 0
+    for tries in range(1, 1000 * n + 100_001):  # noqa: B007 (the count is the acceptance's denominator)
         x = rng.multivariate_normal(mu, cov)
         if np.all((x >= 0.0) & (x <= 1.0)):
-            out.append(({k: float(v) for k, v in zip(names, lo + x * (hi - lo), strict=True)},
-                        float(multivariate_normal.logpdf(x, mu, cov))))
+            out.append({k: float(v) for k, v in zip(names, lo + x * (hi - lo), strict=True)})
+            if len(out) == n:
+                break
     if len(out) < n:
         from dvfslab.core.errors import DvfsError
 
         raise DvfsError(f"simulate --ensemble: the proposal fell inside the assumed ranges {len(out)} times in "
                         f"{1000 * n + 100_000} draws; rerun with more members (--ensemble N)")
-    return out
+    return out, len(out) / tries
+
+
+def log_mixture_density(params: dict, mu: np.ndarray, cov: np.ndarray, inside: float) -> float:
+    """``ln q`` of a draw under the two stages together (relative to the uniform prior, density 1 on the
+    ranges in their units): half the draws from the prior, half from the normal truncated to the ranges
+    (``inside``: its share inside) — every draw, pilot or second stage, is weighted by ``L / q``
+    (the balance heuristic of multiple importance sampling: no weight above 2 L)."""
+    from scipy.stats import multivariate_normal
+
+    normal = float(multivariate_normal.logpdf(_unit(params), mu, cov)) - np.log(inside)
+    return float(np.logaddexp(np.log(0.5), np.log(0.5) + normal))
 
 
 def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, progress: bool = True,
                  force: bool = False) -> dict:
     """Simulate ``plan``'s grid on the central parameters and on ``n`` weighted sets; write ``ensemble.json``.
 
-    Two stages of importance sampling (docs/calibration.md, 4.1). The pilot: ``n`` sets drawn by
-    :func:`dvfslab.sim.calibration.sample_member` (assumed parameters uniform on their ranges, the
-    fitted ones fitted to the rails and the fit curves' shapes given them) and weighted by
-    :func:`member_weights`. The members: ``n`` sets whose assumed parameters are drawn from a normal
-    :func:`proposal` around the pilot's weighted draws, weighted by likelihood ÷ proposal density;
-    the grid is simulated on each member whose weight is not negligible and the bands are
+    Two stages of importance sampling (docs/calibration.md, 4.1). The pilot: half the ``n`` sets,
+    drawn by :func:`dvfslab.sim.calibration.sample_member` (assumed parameters uniform on their
+    ranges, the fitted ones fitted to the rails and the fit curves' shapes given them). The second
+    stage: the other half, their assumed parameters drawn from a normal :func:`proposal` around
+    the pilot's likelihood-weighted draws. Every set is weighted by its likelihood over the two
+    stages' mixed density (:func:`log_mixture_density`, :func:`member_weights`); the grid is
+    simulated on each set whose weight is not negligible and the bands are
     weighted percentiles. ``out_dir`` holding anything is refused (before simulating) unless
     ``force``; the folder is written beside it and renamed into place when complete
     (:func:`dvfslab.core.files.new_folder`).
@@ -224,22 +234,27 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
         raise DvfsError(f"simulate --ensemble: board {plan.board} is not calibrated; bands need agx-orin-64gb")
     refuse_occupied(out_dir, "dvfslab simulate --ensemble", force=force)
     levels = [format_mhz(f) for f in get_profile(plan.board).levels_mhz]
+    n_pilot = (n + 1) // 2  # the pilot: half the draws (rounded up); the second stage: the rest
     pilot = []
-    for i in tqdm(range(n), desc="ensemble pilot draws", unit="set", disable=not progress):
+    for i in tqdm(range(n_pilot), desc="ensemble pilot draws", unit="set", disable=not progress):
         m = sample_member(np.random.default_rng(np.random.SeedSequence([plan.seed, i])))
         pilot.append({"member": i, **m})
     w_pilot, _ = member_weights([m["chi2"] for m in pilot], [m["dof"] for m in pilot])
     mu, cov = proposal(pilot, w_pilot)
-    proposed = draw_proposed(np.random.default_rng(np.random.SeedSequence([plan.seed, n, 2])), mu, cov, n)
-    drawn = []
-    for j, (assumed, logq) in enumerate(tqdm(proposed, desc="ensemble draws", unit="set", disable=not progress)):
-        m = sample_member(np.random.default_rng(np.random.SeedSequence([plan.seed, n + j])), assumed=assumed)
-        drawn.append({"member": n + j, **m, "log_q": logq, "jobs": job_figures(m["profile"])})
-    everything = ([m["chi2"] for m in pilot + drawn], [m["dof"] for m in pilot + drawn])
+    proposed, inside = draw_proposed(np.random.default_rng(np.random.SeedSequence([plan.seed, n, 2])), mu, cov,
+                                     n - n_pilot)
+    drawn = list(pilot)
+    for j, assumed in enumerate(tqdm(proposed, desc="ensemble draws", unit="set", disable=not progress)):
+        m = sample_member(np.random.default_rng(np.random.SeedSequence([plan.seed, n_pilot + j])), assumed=assumed)
+        drawn.append({"member": n_pilot + j, **m})
+    for m in drawn:
+        m["log_q"] = log_mixture_density(m["params"], mu, cov, inside)
     weights_all, scale = member_weights([m["chi2"] for m in drawn], [m["dof"] for m in drawn],
-                                        [m["log_q"] for m in drawn], scale_from=everything)
+                                        [m["log_q"] for m in drawn])
     keep = [i for i, w in enumerate(weights_all) if w >= MIN_WEIGHT_SHARE * weights_all.max()]
     left_out = float(sum(w for i, w in enumerate(weights_all) if i not in keep))
+    for i in keep:
+        drawn[i]["jobs"] = job_figures(drawn[i]["profile"])
     members = []
     with tempfile.TemporaryDirectory(prefix="dvfslab-ensemble-") as tmp:
         central = member_metrics(simulate_dataset(Path(tmp) / "central", plan, progress=False), plan.seed)
@@ -255,11 +270,12 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
                 "readings and the stated ranges, each weighted by its likelihood given the readings "
                 "(docs/calibration.md, section 4.1)",
         "n_members": n, "seed": plan.seed, "percentiles": list(PERCENTILES),
-        "weighting": {"method": "two-stage importance sampling: w ∝ exp(-chi2 / 2s) / q, chi2 of each member's fit "
-                                "(rail readings and the fit curves' normalised shapes) given its assumed parameters, "
-                                "q the density its assumed parameters were drawn from (pilot: the uniform prior; "
-                                "members: a normal around the pilot's weighted draws); s = max(1, min chi2/dof); "
-                                "weighted percentiles (inverted CDF)",
+        "weighting": {"method": "two-stage importance sampling: n pilot draws from the uniform prior, n draws from a "
+                                "normal around the pilot's weighted draws (truncated to the ranges); every draw weighted "
+                                "by w ∝ exp(-chi2 / 2s) / q, chi2 of its fit (rail readings and the fit curves' "
+                                "normalised shapes) given its assumed parameters, q = (prior + truncated normal) / 2; "
+                                "s = max(1, min chi2/dof); weighted percentiles (inverted CDF)",
+                      "proposal_inside_share": inside,
                       "scale": scale, "effective_members": effective_members(weights_all),
                       "pilot_effective_members": effective_members(w_pilot),
                       "proposal": {"inflate": INFLATE, "floor": FLOOR,
@@ -284,7 +300,7 @@ def run_ensemble(n: int, plan: SimulationPlan, out_dir: str | os.PathLike, *, pr
         "paper": PAPER,
         "members": members,
         "draws_not_simulated": [{k: v for k, v in drawn[i].items() if k != "profile"} | {"weight": float(weights_all[i])}
-                                for i in range(n) if i not in keep],
+                                for i in range(len(drawn)) if i not in keep],
     }
     with new_folder(out_dir, "dvfslab simulate --ensemble", force=force) as tmp:
         (tmp / "ensemble.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
