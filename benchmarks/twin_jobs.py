@@ -68,6 +68,24 @@ def job_sensitivity(profile) -> dict[str, float]:
     return out
 
 
+def shape_sensitivity(profile) -> dict[str, float]:
+    """As :func:`job_sensitivity`, on the curves' normalised-shape residuals (dvfslab.sim.shapes)."""
+    from dvfslab.sim.shapes import shape_residuals
+
+    s_run = run_sigma()
+
+    def resid(p) -> np.ndarray:
+        return np.array([r["residual_sigma"] for r in shape_residuals(p, sigma_run=s_run)])
+
+    base = resid(profile)
+    out = {}
+    for name, (lo, hi, _why) in ASSUMED_RANGES.items():
+        h = 1e-3 * (hi - lo)
+        d = (resid(with_params(profile, {name: getattr(profile, name) + h})) - base) / h
+        out[name] = float(np.linalg.norm(d) * (hi - lo))
+    return out
+
+
 def main() -> None:
     print(f"run-to-run scatter of one whole-job reading (pooled cubic residual of the fit curves): "
           f"{100 * run_sigma():.2f} %")
@@ -98,6 +116,9 @@ def main() -> None:
     for k, v in sorted(job_sensitivity(AGX_ORIN_64GB).items(), key=lambda kv: -kv[1]):
         print(f"  {k:26s} {v:8.1f}")
 
+    print("\n... on the normalised shapes (what the members' fit and weights see; below ≈ 2: the readings leave it free):")
+    for k, v in sorted(shape_sensitivity(AGX_ORIN_64GB).items(), key=lambda kv: -kv[1]):
+        print(f"  {k:26s} {v:8.1f}")
 
 if __name__ == "__main__":
     main()

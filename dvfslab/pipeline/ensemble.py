@@ -336,3 +336,32 @@ def ensemble_markdown(doc: dict) -> str:
             out.append(f"| workloads whose optimum is {lv} MHz | {paper} | {c:.0f} % | "
                        f"{b['p5']:.0f} – {b['p95']:.0f} ({b['p50']:.0f}) % |")
     return "\n".join(out)
+
+
+def jobs_markdown(doc: dict) -> str:
+    """The real job curves against the weighted members: the twin's figures (p5 – p95, p50) and the real ones."""
+    out = ["| Curve | Role | Shape RMS | Optimum steps from the real | MAXN ÷ optimum error | Oracle saving vs MAXN, "
+           "twin band | Real | Inside |", "|---|---|---|---|---|---|---|---|"]
+
+    def band(b: dict | None, fmt: str) -> str:
+        return "–" if b is None else f"{b['p5']:{fmt}} – {b['p95']:{fmt}} ({b['p50']:{fmt}})"
+
+    for key, j in doc["jobs"].items():
+        real = "–" if j["real_saving_pct"] is None else f"{j['real_saving_pct']:.1f} %"
+        inside = "–" if j["covered"] is None else ("yes" if j["covered"] else "**no**")
+        out.append(f"| {key} | {j['role']} | {band(j['shape_rms_pct'], '.1f')} % | {band(j['optimum_steps'], '.0f')} | "
+                   f"{band(j.get('maxn_over_optimum_pct'), '+.1f')}{' %' if j.get('maxn_over_optimum_pct') else ''} | "
+                   f"{band(j['twin_saving_pct'], '.1f')} % | {real} | {inside} |")
+    return "\n".join(out)
+
+
+def freedom_markdown(doc: dict) -> str:
+    """Each assumed parameter: its stated range, the weighted members' p5 – p95, and the share of the range
+    that spans (near 90 %: the readings leave it free; a uniform prior's p5 – p95 spans 90 %)."""
+    out = ["| Assumed parameter | Range | Weighted p5 – p95 (p50) | Share of the range |", "|---|---|---|---|"]
+    for k, r in doc["ranges"].items():
+        b = doc["param_bands"][k]
+        share = (b["p95"] - b["p5"]) / (r["high"] - r["low"])
+        out.append(f"| `{k}` | {r['low']:g}–{r['high']:g} | {b['p5']:.4g} – {b['p95']:.4g} ({b['p50']:.4g}) | "
+                   f"{100 * share:.0f} % |")
+    return "\n".join(out)
