@@ -10,9 +10,11 @@ its line's SHA-256, the reading, its σ, the twin's value and the residual. ``dv
 writes it, ``dvfslab calibrate --check`` recomputes it and fails when it differs.
 
 :data:`ASSUMED_RANGES` gives every parameter the readings do not pin a plausible range with its
-reason; :func:`sample_profile` draws a parameter set consistent with the readings (each fit
-reading perturbed within its σ, then refitted) and with those ranges — one member of
-``dvfslab simulate --ensemble``. :func:`leave_one_out` refits without each fit line in turn.
+reason; :func:`sample_member` draws a parameter set consistent with those ranges and with the
+readings (the rails and the real job curves' normalised shapes, :mod:`dvfslab.sim.shapes`, fitted
+given the drawn assumptions, plus a draw from the fit's covariance scaled by
+:func:`covariance_scale`, ``max(1, χ²/dof)``: never shrunk) — one member of ``dvfslab simulate
+--ensemble``, which weights it by its χ². :func:`leave_one_out` refits without each fit line in turn.
 """
 
 from __future__ import annotations
