@@ -161,7 +161,7 @@ def member_weights(chi2: list[float], dof: list[int], log_proposal: list[float] 
 
 #: the second stage's proposal: the pilot's weighted covariance (in units of each assumed range) times
 #: INFLATE, plus FLOOR² on the diagonal, so that it is wider than what the pilot saw of the posterior
-INFLATE, FLOOR = 2.0, 0.10
+INFLATE, FLOOR = 2.0, 0.25
 
 
 def _unit(params: dict) -> np.ndarray:
