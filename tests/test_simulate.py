@@ -270,7 +270,12 @@ def test_ensemble_writes_ordered_bands_of_every_finding(tmp_path, capsys):
     assert main(["simulate", "--ensemble", "3", "--out", str(out), *ENSEMBLE_ARGS]) == 0
     assert "SIMULATED" in capsys.readouterr().out
     doc = json.loads((out / "ensemble.json").read_text())
-    assert doc["source"] == "simulated" and doc["n_members"] == 3 and len(doc["members"]) == 3
+    assert doc["source"] == "simulated" and doc["n_members"] == 3
+    # members whose weight is below MIN_WEIGHT_SHARE of the largest are drawn but not simulated
+    assert len(doc["members"]) + len(doc["draws_not_simulated"]) == 3 and doc["members"]
+    weights = [m["weight"] for m in doc["members"] + doc["draws_not_simulated"]]
+    assert sum(weights) == pytest.approx(1.0) and doc["weighting"]["scale"] >= 1.0
+    assert 1.0 <= doc["weighting"]["effective_members"] <= 3.0
     scalars = ("oracle_saving_pct", "oracle_saving_le70m_pct", "oracle_saving_gt70m_pct", "mlg_paper_saving_pct",
                "ffg_minus_oracle_pts", "mlg_minus_ffg_pts")
     bands = doc["bands"]

@@ -129,19 +129,24 @@ def test_catalog_configs_are_the_model_cards():
     assert deb.params() == pytest.approx(900e6, rel=0.02)  # the card's "900M"
 
 
-def test_the_tolerances_were_committed_before_the_code_that_computes_the_errors():
-    def first(path):
-        out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", path], cwd=ROOT,
-                             capture_output=True, text=True)
-        shas = out.stdout.split()
-        return shas[-1] if out.returncode == 0 and shas else None
+def _first_commit(path):
+    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", path], cwd=ROOT,
+                         capture_output=True, text=True)
+    shas = out.stdout.split()
+    return shas[-1] if out.returncode == 0 and shas else None
 
-    tol, code = first("dvfslab/sim/data/job_validation_tolerances.json"), first("dvfslab/sim/jobs.py")
-    if tol is None or code is None:
+
+@pytest.mark.parametrize(("tolerances", "code"), [
+    ("dvfslab/sim/data/job_validation_tolerances.json", "dvfslab/sim/jobs.py"),  # issue 31 (twin v5)
+    ("dvfslab/sim/data/job_validation_tolerances_v6.json", "dvfslab/sim/shapes.py"),  # issue 38: shapes in the fit
+])
+def test_the_tolerances_were_committed_before_the_code_that_computes_the_errors(tolerances, code):
+    tol, first = _first_commit(tolerances), _first_commit(code)
+    if tol is None or first is None:
         pytest.skip("not a git checkout with history")
-    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", tol, code], cwd=ROOT)
-    assert tol != code and ancestor.returncode == 0
-    assert json.loads(TOLERANCES.read_text())["curves"] == [c.key for c in job_curves("validation")]
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", tol, first], cwd=ROOT)
+    assert tol != first and ancestor.returncode == 0
+    assert json.loads((ROOT / tolerances).read_text())["curves"] == [c.key for c in job_curves("validation")]
 
 
 def test_validation_rows_are_computed_against_the_declared_tolerances():
@@ -152,19 +157,20 @@ def test_validation_rows_are_computed_against_the_declared_tolerances():
     for r in rows:
         assert r["within"]["shape_rms_pct"] == (r["shape_rms_pct"] <= rules["shape_rms_pct"]["max"])
         assert r["within"]["optimum_steps"] == (r["optimum_steps"] <= 1)
+        assert r["within"]["maxn_over_optimum_pct"] == (abs(r["maxn_over_optimum_pct"]) <= 10.0)  # both ran MAXN
         assert r["real_optimum_mhz"] == {"deberta-v2-xlarge/sst2": 714.0, "gemma-2b/qnli": 510.0}[r["curve"]]
     levels = level_rows(ORIN)
     assert len(levels) == 11 + 5 and allowed_outside(len(levels)) >= 0
 
 
-def test_the_ensembles_covariance_is_the_fits_scaled_to_its_own_scatter():
-    """soc_idle_w and cpu_idle_w are set by the two idle lines alone (every other reading of those
-    rails has a free parameter of its own), so their variance is (χ²/dof) / Σ 1/σᵢ² by hand.
-    χ²/dof = 0.250101 / 6 (the calibration file) = 0.0416835.
+def test_the_covariance_is_never_scaled_below_the_stated_uncertainties():
+    """The rails fit: χ²/dof = 0.250101 / 6 = 0.0417 < 1, so the scale is 1 (issue 38: never shrink).
+    soc_idle_w and cpu_idle_w are set by the two idle lines alone (every other reading of those rails has
+    a free parameter of its own), so their variance is 1 / Σ 1/σᵢ² by hand.
     GPU rail: σ = sqrt(0.05² + (0.02/2.399)²)·2.399 = 0.121607 W and sqrt(0.05² + (0.02/2.340)²)·2.340
-    = 0.118699 W; Σ 1/σ² = 67.62 + 70.97 = 138.59; sd = sqrt(0.0416835 / 138.59) = 0.017343 W.
+    = 0.118699 W; Σ 1/σ² = 67.62 + 70.97 = 138.59; sd = sqrt(1 / 138.59) = 0.084945 W.
     CPU rail: σ = 0.028284 W (0.400 W) and 0.027933 W (0.390 W); Σ 1/σ² = 1250.0 + 1281.6 = 2531.6;
-    sd = sqrt(0.0416835 / 2531.6) = 0.0040577 W."""
+    sd = sqrt(1 / 2531.6) = 0.019875 W."""
     import numpy as np
 
     from dvfslab.sim.calibration import birge_ratio, fit, fit_covariance
@@ -173,5 +179,162 @@ def test_the_ensembles_covariance_is_the_fits_scaled_to_its_own_scatter():
     cov = fit_covariance(res)
     names = list(res.params)
     assert birge_ratio(res) == pytest.approx(0.250101 / 6, rel=1e-5)
-    assert np.sqrt(cov[names.index("soc_idle_w")][names.index("soc_idle_w")]) == pytest.approx(0.017343, rel=2e-3)
-    assert np.sqrt(cov[names.index("cpu_idle_w")][names.index("cpu_idle_w")]) == pytest.approx(0.0040577, rel=2e-3)
+    assert np.sqrt(cov[names.index("soc_idle_w")][names.index("soc_idle_w")]) == pytest.approx(0.084945, rel=2e-3)
+    assert np.sqrt(cov[names.index("cpu_idle_w")][names.index("cpu_idle_w")]) == pytest.approx(0.019875, rel=2e-3)
+
+
+def test_the_covariance_scale_is_max_of_one_and_chi2_per_dof():
+    from dvfslab.sim.calibration import covariance_scale
+
+    assert covariance_scale(0.24, 6) == 1.0  # χ²/dof = 0.04 -> 1
+    assert covariance_scale(15.0, 6) == pytest.approx(2.5, rel=1e-12)  # χ²/dof = 2.5 -> 2.5
+    assert covariance_scale(6.0, 6) == 1.0
+
+
+def test_likelihood_weights_on_a_hand_two_member_case():
+    """χ² 10 and 12, scale 1: w ∝ exp(−5), exp(−6) -> 1/(1 + e⁻¹) = 0.731059, e⁻¹/(1 + e⁻¹) = 0.268941;
+    scale 2: exp(−2.5), exp(−3) -> 1/(1 + e^−0.5) = 0.622459. Kish's n_eff of (0.731059, 0.268941):
+    1 / (0.534447 + 0.072329) = 1.64806. A scale below 1 is refused."""
+    from dvfslab.sim.shapes import effective_members, likelihood_weights
+
+    w = likelihood_weights([10.0, 12.0])
+    assert w == pytest.approx([0.731059, 0.268941], abs=1e-6)
+    assert likelihood_weights([10.0, 12.0], scale=2.0)[0] == pytest.approx(0.622459, abs=1e-6)
+    assert effective_members(w) == pytest.approx(1.64806, abs=1e-5)
+    assert effective_members([0.25] * 4) == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="shrink"):
+        likelihood_weights([1.0, 2.0], scale=0.5)
+    # importance sampling: equal likelihoods, the second drawn from twice the density -> half the weight
+    assert likelihood_weights([10.0, 10.0], log_proposal=[0.0, 0.693147180560]) == pytest.approx([2 / 3, 1 / 3])
+
+
+def test_the_mixture_density_of_the_two_stages_by_hand():
+    """One assumed-parameter set at the proposal's mean, covariance 0.1²·I in d = 20 dimensions, all of
+    it inside the ranges: the normal's ln density is −(d/2)·ln(2π·0.01) = −10·ln(0.0628319) = 27.6729;
+    the mixture q = ½·1 + ½·e^27.6729 -> ln q = 27.6729 − ln 2 + ln(1 + e^−27.6729) = 26.9798."""
+    import numpy as np
+
+    from dvfslab.pipeline.ensemble import _unit, log_mixture_density
+    from dvfslab.sim.calibration import ASSUMED_RANGES
+
+    params = {k: (lo + hi) / 2 for k, (lo, hi, _why) in ASSUMED_RANGES.items()}
+    assert len(params) == 20
+    mu = _unit(params)
+    assert mu == pytest.approx([0.5] * 20)
+    assert log_mixture_density(params, mu, 0.01 * np.eye(20), 1.0) == pytest.approx(26.9798, abs=1e-4)
+    # half of the normal outside the ranges: its truncated density doubles (+ ln 2)
+    assert log_mixture_density(params, mu, 0.01 * np.eye(20), 0.5) == pytest.approx(26.9798 + 0.693147, abs=1e-4)
+
+
+def test_weighted_percentiles_by_hand():
+    """Values 1, 2, 3 with weights 0.7, 0.2, 0.1: cumulative 0.7, 0.9, 1.0, so p5 and p50 are 1
+    (0.05 and 0.5 ≤ 0.7), p95 is 3 (0.95 > 0.9); equal weights on 1..4: p50 = 2 (cumulative 0.5)."""
+    from dvfslab.sim.shapes import weighted_percentiles
+
+    assert weighted_percentiles([2.0, 1.0, 3.0], [0.2, 0.7, 0.1], (5, 50, 95)) == [1.0, 1.0, 3.0]
+    assert weighted_percentiles([1.0, 2.0, 3.0, 4.0], None, (50,)) == [2.0]
+
+
+def test_a_shape_is_blind_to_the_scale_and_a_confined_maxn_run_is_a_reading_of_its_level():
+    """The shape residuals of a curve whose every energy is the twin's times 3 are zero (ln 3 is the
+    free scale); DeBERTa-QNLI's points are its 11 levels and its "MAXN" run read at 816 MHz; Pythia's
+    unknown-clock run is no point: 11 + 1 + 11 = 23 points, 23 − 2 = 21 degrees of freedom."""
+    from dataclasses import replace
+
+    from dvfslab.sim.jobs import predict_job
+    from dvfslab.sim.shapes import shape_chi2, shape_points, shape_residuals
+
+    deb = _curve("deberta-v2-xlarge/qnli")
+    pj = predict_job(ORIN, deb)
+    twin_made = replace(deb, energy_j={f: 3.0 * e for f, e in pj["levels"].items()}, maxn_j=3.0 * pj["levels"][816.0])
+    rows = shape_residuals(ORIN, [twin_made])
+    assert all(abs(r["residual_sigma"]) < 1e-9 for r in rows) and rows[0]["scale"] == pytest.approx(1 / 3)
+    assert shape_points(deb)[-1] == (816.0, 552288.86)
+    assert len(shape_points(_curve("pythia-14m/qnli"))) == 11
+    assert shape_chi2(ORIN)[1] == 21
+
+
+# a hand-written excerpt with the structure of the study's run_gpu_freq_experiment_qnli.sh @ 9e14047
+# (its function and branch shapes; the commands are the ones that matter, the rest left out)
+_SCRIPT = """
+BERT_FREQS=(BASELINE)
+DEBERTA_FREQS=(BASELINE 816 714 612)
+GPU_DEVFREQ_PATH="/sys/class/devfreq/17000000.gpu"
+
+set_gpu_freq() {
+    local freq_hz=$(($1 * 1000000))
+    sudo bash -c "echo $freq_hz > ${GPU_DEVFREQ_PATH}/max_freq"
+    sudo bash -c "echo $freq_hz > ${GPU_DEVFREQ_PATH}/min_freq"
+}
+
+restore_gpu_freq() {
+    sudo bash -c "echo $max_hz > ${GPU_DEVFREQ_PATH}/max_freq"
+    sudo bash -c "echo $max_hz > ${GPU_DEVFREQ_PATH}/min_freq"
+}
+
+preflight_checks() {
+    setup_gpu_governor
+    set_gpu_freq 816
+}
+
+run_single() {
+    if [ "$freq" = "BASELINE" ]; then
+        sudo bash -c "echo nvhost_podgov > ${GPU_DEVFREQ_PATH}/governor"
+    else
+        set_gpu_freq $freq
+    fi
+}
+
+run_experiments() {
+    for freq in "${BERT_FREQS[@]}"; do
+        run_single "$freq"
+    done
+    for freq in "${DEBERTA_FREQS[@]}"; do
+        run_single "$freq"
+    done
+}
+"""
+
+
+def _ran(runs):
+    return [(r["array"], r["label"], r["ran"], r["min_mhz"], r["max_mhz"]) for r in runs]
+
+
+def test_the_study_run_labels_from_a_hand_written_script_excerpt():
+    """By hand: the preflight leaves min = max = 816 MHz; BERT's BASELINE writes only the governor, so it
+    runs podgov confined to 816-816; DeBERTa's BASELINE, next, the same; then 816, 714, 612 locked."""
+    from dvfslab.sim.readings import study_run_labels
+
+    assert _ran(study_run_labels(_SCRIPT)) == [
+        ("BERT_FREQS", "BASELINE", "confined", 816.0, 816.0), ("DEBERTA_FREQS", "BASELINE", "confined", 816.0, 816.0),
+        ("DEBERTA_FREQS", "816", "locked", 816.0, 816.0), ("DEBERTA_FREQS", "714", "locked", 714.0, 714.0),
+        ("DEBERTA_FREQS", "612", "locked", 612.0, 612.0)]
+    # the BASELINE branch resetting the limits (restore_gpu_freq writes both): uncapped MAXN
+    fixed = _SCRIPT.replace('        sudo bash -c "echo nvhost_podgov', '        restore_gpu_freq\n        sudo bash -c "echo nvhost_podgov')
+    assert [r["ran"] for r in study_run_labels(fixed)][:2] == ["maxn", "maxn"]
+    # no preflight pin: the first BASELINE is uncapped; one after a locked level is confined at that level
+    later = _SCRIPT.replace("    set_gpu_freq 816\n", "").replace("DEBERTA_FREQS=(BASELINE 816 714 612)",
+                                                                      "DEBERTA_FREQS=(714 BASELINE)")
+    assert _ran(study_run_labels(later)) == [
+        ("BERT_FREQS", "BASELINE", "maxn", None, None), ("DEBERTA_FREQS", "714", "locked", 714.0, 714.0),
+        ("DEBERTA_FREQS", "BASELINE", "confined", 714.0, 714.0)]
+
+
+def test_a_script_without_a_pinning_setter_is_refused():
+    from dvfslab.core.errors import DvfsError
+    from dvfslab.sim.readings import study_run_labels
+
+    with pytest.raises(DvfsError, match="set_gpu_freq"):
+        study_run_labels(_SCRIPT.replace("/min_freq", "/cur_freq"))
+
+
+def test_each_curve_records_what_its_maxn_run_was():
+    """DeBERTa-QNLI's "MAXN" ran confined at 816 MHz (the script, above); Pythia-14M's clock is unknown;
+    SST-2's and Gemma-2B's ran MAXN. 552288.86 / 549624.25 = 1.00485: +0.48 % over the 816 run."""
+    deb, py = _curve("deberta-v2-xlarge/qnli"), _curve("pythia-14m/qnli")
+    assert deb.maxn_run == 816.0 and not deb.ran_maxn and "lines 199-200" in deb.maxn_evidence
+    assert "lines 258-263" in deb.maxn_evidence and "+ 0.48 %" in deb.maxn_evidence
+    assert deb.maxn_j / deb.energy_j[816.0] == pytest.approx(1.00485, abs=1e-5)
+    assert py.maxn_run is None and not py.ran_maxn and py.maxn_evidence
+    assert _curve("deberta-v2-xlarge/sst2").ran_maxn and _curve("gemma-2b/qnli").ran_maxn
+    assert "1293 MHz" in _curve("gemma-2b/qnli").maxn_evidence

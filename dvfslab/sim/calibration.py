@@ -10,9 +10,11 @@ its line's SHA-256, the reading, its σ, the twin's value and the residual. ``dv
 writes it, ``dvfslab calibrate --check`` recomputes it and fails when it differs.
 
 :data:`ASSUMED_RANGES` gives every parameter the readings do not pin a plausible range with its
-reason; :func:`sample_profile` draws a parameter set consistent with the readings (each fit
-reading perturbed within its σ, then refitted) and with those ranges — one member of
-``dvfslab simulate --ensemble``. :func:`leave_one_out` refits without each fit line in turn.
+reason; :func:`sample_member` draws a parameter set consistent with those ranges and with the
+readings (the rails and the real job curves' normalised shapes, :mod:`dvfslab.sim.shapes`, fitted
+given the drawn assumptions, plus a draw from the fit's covariance scaled by
+:func:`covariance_scale`, ``max(1, χ²/dof)``: never shrunk) — one member of ``dvfslab simulate
+--ensemble``, which weights it by its χ². :func:`leave_one_out` refits without each fit line in turn.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class Fit:
     rank: int
     unpinned: list[str]
     jacobian: np.ndarray | None = None  # d(σ-weighted residual)/d(parameter), parameters in their own units
+    n_scales: int = 0  # the job curves' free scales (one per shape curve): degrees of freedom they use
 
 
 def _round(x: float) -> float:
@@ -111,22 +114,27 @@ JOB_FIT_BOX: dict[str, tuple[float, float, float, float]] = {
 
 
 def _job_rows(curves) -> list[tuple]:
-    return [(c, f) for c in curves for f in [*c.energy_j, "maxn"]]
+    # the study's "MAXN" run where its clock is known (the twin predicts it as it was run: MAXN or a confined level)
+    return [(c, f) for c in curves for f in [*c.energy_j, *(["maxn"] if c.maxn_run is not None else [])]]
 
 
 def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None = None,
         measured: Mapping[tuple[str, str], float] | None = None, *, jobs: Iterable | None = None,
-        job_params: Iterable[str] | None = None) -> Fit:
+        job_params: Iterable[str] | None = None, shapes: Iterable | None = None) -> Fit:
     """Weighted least squares of the :data:`FIT_BOX` parameters on the fit readings.
 
     ``template`` supplies every other parameter (the assumptions); ``measured`` replaces some
     readings' values (``(line key, rail) -> W``; the ensemble's perturbed readings). Each
     residual is divided by the reading's σ (its stated relative uncertainty times the reading as
-    published), so a reading counts in proportion to how well it is known.
+    published), so a reading counts in proportion to how well it is known. ``shapes``: job curves
+    read as normalised shapes (:mod:`dvfslab.sim.shapes`; the ensemble's members are fitted to the
+    fit curves' shapes too, see :func:`sample_member`); ``jobs``: curves read as absolute energies,
+    with the step parameters of :data:`JOB_FIT_BOX` fitted too (``benchmarks/twin_jobs.py``).
     """
     from scipy.optimize import least_squares
 
-    from dvfslab.sim.jobs import predict_job, reading_sigma
+    from dvfslab.sim.jobs import predict_job, reading_sigma, run_sigma
+    from dvfslab.sim.shapes import shape_residuals
 
     rows = _rows_of(lines("fit") if fit_lines is None else fit_lines)
     if not rows:
@@ -146,6 +154,9 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
                        + [reading_sigma(c, e) * e for (c, f) in jrows
                           for e in [c.maxn_j if f == "maxn" else c.energy_j[f]]])
 
+    shape_curves = list(shapes or ())
+    s_run = run_sigma() if shape_curves else 0.0
+
     def profile_of(x: np.ndarray) -> BoardProfile:
         return with_params(template, dict(zip(names, x * unit, strict=True)))
 
@@ -156,8 +167,9 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
         jc: dict[str, dict] = {}
         for c, f in jrows:
             pj = jc.setdefault(c.key, predict_job(p, c))
-            twin.append(pj["maxn_j"] if f == "maxn" else pj["levels"][f])
-        return (np.array(twin) - meas) / sigma_w
+            twin.append(pj["maxn_run_j"] if f == "maxn" else pj["levels"][f])
+        shape = [r["residual_sigma"] for r in shape_residuals(p, shape_curves, s_run)] if shape_curves else []
+        return np.concatenate([(np.array(twin) - meas) / sigma_w, shape])
 
     res = least_squares(residuals, x0, bounds=(lo, hi), method="trf", x_scale=1.0, xtol=1e-12, ftol=1e-12,
                         gtol=1e-12, max_nfev=2000)
@@ -175,10 +187,14 @@ def fit(template: BoardProfile = AGX_ORIN_64GB, fit_lines: Iterable[Line] | None
     for (ln, rail), m, s, r in zip(rows, meas[:n], sigma_w[:n], res.fun[:n], strict=True):
         out_rows.append({"line": ln.key, "rail": rail, "measured_w": float(m), "sigma_w": float(s),
                          "twin_w": float(predict_line(profile, ln)[rail]), "residual_sigma": float(r)})
-    for (c, f), m, s, r in zip(jrows, meas[len(rows):], sigma_w[len(rows):], res.fun[len(rows):], strict=True):
+    nj = len(rows) + len(jrows)
+    for (c, f), m, s, r in zip(jrows, meas[len(rows):], sigma_w[len(rows):], res.fun[len(rows):nj], strict=True):
         out_rows.append({"line": c.key, "rail": "maxn" if f == "maxn" else f"{f:g} MHz", "measured_j": float(m),
                          "sigma_j": float(s), "residual_sigma": float(r)})
-    return Fit(params, profile, out_rows, rank, unpinned, res.jac / unit[None, :])
+    shape_rows = shape_residuals(profile, shape_curves, s_run) if shape_curves else []
+    out_rows += [{"line": r["curve"], "rail": f"shape {r['point']}", **r} for r in shape_rows]
+    # a curve's free scale costs one degree of freedom, as a fitted parameter does
+    return Fit(params, profile, out_rows, rank, unpinned, res.jac / unit[None, :], n_scales=len(shape_curves))
 
 
 def calibration_document(result: Fit | None = None) -> dict:
@@ -316,42 +332,68 @@ def leave_one_out(template: BoardProfile = AGX_ORIN_64GB) -> list[dict]:
     return out
 
 
+def fit_chi2(result: Fit) -> tuple[float, int]:
+    """χ² of a fit and its degrees of freedom (readings less parameters less the curves' free scales)."""
+    chi2 = sum(r["residual_sigma"] ** 2 for r in result.rows)
+    return float(chi2), len(result.rows) - len(result.params) - result.n_scales
+
+
 def birge_ratio(result: Fit) -> float:
     """χ²/dof of a fit: how much larger (> 1) or smaller (< 1) the readings' scatter about the fit is
     than their stated uncertainties say."""
-    chi2 = sum(r["residual_sigma"] ** 2 for r in result.rows)
-    dof = len(result.rows) - len(result.params)
+    chi2, dof = fit_chi2(result)
     return chi2 / dof if dof > 0 else float("nan")
+
+
+def covariance_scale(chi2: float, dof: int) -> float:
+    """The factor the fit's covariance is scaled by: ``max(1, χ²/dof)``. A χ²/dof above 1 says the
+    readings scatter more than their σ state, so the σ are widened alike; below 1 it says the σ are
+    allowances, not scatter, and they are kept as stated (never shrunk)."""
+    if dof <= 0:
+        raise DvfsError(f"covariance_scale: no degrees of freedom ({dof}) to measure the scatter by")
+    return max(1.0, chi2 / dof)
 
 
 def fit_covariance(result: Fit) -> np.ndarray:
     """Covariance of the fitted parameters (their own units, :data:`FIT_BOX` order):
-    ``(χ²/dof)·(JᵀJ)⁻¹`` with ``J`` the Jacobian of the σ-weighted residuals at the optimum — the
-    stated σ rescaled by one common factor so that χ² equals its degrees of freedom (the readings'
-    own scatter; docs/calibration.md, section 2.1)."""
+    ``max(1, χ²/dof)·(JᵀJ)⁻¹`` with ``J`` the Jacobian of the σ-weighted residuals at the optimum
+    (:func:`covariance_scale`; docs/calibration.md, section 2.1)."""
     jac = result.jacobian
-    return birge_ratio(result) * np.linalg.pinv(jac.T @ jac)
+    return covariance_scale(*fit_chi2(result)) * np.linalg.pinv(jac.T @ jac)
 
 
-def sample_profile(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB) -> tuple[BoardProfile, dict]:
-    """One parameter set consistent with the readings and the stated ranges.
+def sample_member(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB,
+                  shapes: Iterable | None = None, assumed: Mapping[str, float] | None = None) -> dict:
+    """One member of the ensemble: a parameter set drawn consistent with the readings and the ranges.
 
-    Every assumed parameter is drawn uniformly from its range; the fitted parameters are the fit
-    given those assumptions (readings as published) plus a draw from the fit's covariance
-    (:func:`fit_covariance`), kept inside the fit's box. Returns the profile and the drawn values
-    (assumed and fitted).
+    Every assumed parameter is drawn uniformly from its range (or given: ``assumed``, a draw of the
+    ensemble's second stage); the fitted parameters are the fit
+    given those assumptions — of the rail readings and the job curves' shapes (``shapes``: default
+    the fit curves, :mod:`dvfslab.sim.shapes`) — plus a draw from the fit's covariance
+    (:func:`fit_covariance`, scaled by ``max(1, χ²/dof)``), kept inside the fit's box. Returns
+    ``{"profile", "params"`` (assumed and fitted, drawn), ``"chi2", "dof"`` (of the fit given the
+    assumptions: the member's weight, docs/calibration.md 4.1)``}``.
     """
-    assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
+    from dvfslab.sim.readings import job_curves
+
+    if assumed is None:
+        assumed = {n: float(rng.uniform(lo, hi)) for n, (lo, hi, _why) in ASSUMED_RANGES.items()}
     base = with_params(template, assumed)
-    res = fit(base)
+    res = fit(base, shapes=job_curves("fit") if shapes is None else shapes)
     names = list(res.params)
     mean = np.array([res.params[n] for n in names])
     draw = rng.multivariate_normal(mean, fit_covariance(res), method="eigh")
     lo = np.array([FIT_BOX[n][1] * FIT_BOX[n][3] for n in names])
     hi = np.array([FIT_BOX[n][2] * FIT_BOX[n][3] for n in names])
     fitted = dict(zip(names, np.clip(draw, lo, hi).tolist(), strict=True))
-    return with_params(base, fitted), {**assumed, **fitted}
+    chi2, dof = fit_chi2(res)
+    return {"profile": with_params(base, fitted), "params": {**assumed, **fitted}, "chi2": chi2, "dof": dof}
 
+
+def sample_profile(rng: np.random.Generator, template: BoardProfile = AGX_ORIN_64GB) -> tuple[BoardProfile, dict]:
+    """:func:`sample_member`'s profile and drawn values (assumed and fitted)."""
+    m = sample_member(rng, template)
+    return m["profile"], m["params"]
 
 
 #: which fit lines pin each fitted parameter (for the parameter table of docs/calibration.md)

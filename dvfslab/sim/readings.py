@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dvfslab.core.errors import DvfsError
 from dvfslab.sim.model import cpu_rail_w, gpu_rail_w, stress_test_gpu_rail_w
 from dvfslab.sim.profiles import BoardProfile
 
@@ -271,6 +273,10 @@ class JobCurve:
     maxn_j: float
     assumed: tuple[str, ...] = ()
     reading_j: float = 0.0
+    #: what the study's "MAXN" run was: ``"maxn"`` (nvhost_podgov over the whole table), a level in
+    #: MHz (the governor confined to that one level by devfreq limits left pinned), or ``None`` (unknown)
+    maxn_run: str | float | None = "maxn"
+    maxn_evidence: str = ""
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -280,8 +286,21 @@ class JobCurve:
     def workload_id(self) -> str:
         return f"{self.model}/{self.task}"
 
+    @property
+    def ran_maxn(self) -> bool:
+        """Whether the study's "MAXN" run of this job really ran MAXN (``nvhost_podgov``, uncapped)."""
+        return self.maxn_run == "maxn"
+
 
 _PLOTS = "src/plots/DeBERTa_Xlarge.py @ 9e14047"
+_QNLI_SH = "scripts/experiments/run_gpu_freq_experiment_qnli.sh @ 9e14047"
+_DEBERTA_QNLI_MAXN = (
+    f"confined at 816 MHz, not MAXN: {_QNLI_SH} pins the GPU in its preflight (preflight_checks, lines 199-200: "
+    "setup_gpu_governor, then set_gpu_freq 816, which writes 816 MHz to max_freq and then min_freq, lines 92-99); "
+    "its BASELINE branch (lines 258-263) only writes nvhost_podgov to the governor and leaves min_freq = max_freq = "
+    "816 MHz; the runs are BERT_FREQS=(BASELINE) (line 16), then DEBERTA_FREQS=(BASELINE 816 714 612) (line 20), so "
+    "DeBERTa's BASELINE follows two runs that never reset the limits (study_run_labels reads this from the script). "
+    "Its energy is the 816 MHz run's + 0.48 % (552288.86 vs 549624.25 J), inside the 1.2 % run-to-run scatter")
 _METHOD = "chapter3_methodology_answers.txt @ 9e14047"
 JOB_CURVES: tuple[JobCurve, ...] = (
     JobCurve("deberta-v2-xlarge/qnli",
@@ -290,7 +309,7 @@ JOB_CURVES: tuple[JobCurve, ...] = (
              "fit", "deberta-v2-xlarge", "qnli", 16, 256, "fp32", 6546,
              dict(zip(STUDY_LEVELS_MHZ, (693591.48, 596669.90, 545930.79, 536503.90, 539312.18, 549624.25,
                                          572217.63, 610475.85, 641276.34, 698390.84, 737041.01), strict=True)),
-             552288.86),
+             552288.86, maxn_run=816.0, maxn_evidence=_DEBERTA_QNLI_MAXN),
     JobCurve("pythia-14m/qnli",
              "src/plots/Pythia-14M_QNLI.png, added in db46d36 (deleted in 950a8f2), read off the image: each "
              "marker's centre (pixel rows of its disc) on the y axis set by the gridlines (2000 J at row 403, "
@@ -306,20 +325,30 @@ JOB_CURVES: tuple[JobCurve, ...] = (
                       "FP16: the training script's default (src/training/fullft/BERT_sst2_FullFT.py @ 9e14047, "
                       "line 65, '--fp16' default True; only DeBERTa passes --no-fp16)",
                       "1 epoch of 104,743 examples: ceil(104743 / 256) = 410 steps (" + _METHOD + ", lines 117, 147)"),
-             reading_j=PYTHIA_PLOT_J_PER_PX),
+             reading_j=PYTHIA_PLOT_J_PER_PX, maxn_run=None,
+             maxn_evidence="no script of the study at 9e14047 runs Pythia-14M (none of scripts/experiments/*.sh names "
+                           "it), so how its MAXN run set the devfreq limits is not recorded; its 2090 J lies within "
+                           "3.1 % of every level from 306 to 714 MHz (2108, 2027, 2033, 2071, 2104 J: -0.9, +3.1, "
+                           "+2.8, +0.9, -0.7 %) and 7.3 % below 816 MHz: its clock cannot be read from it"),
     JobCurve("deberta-v2-xlarge/sst2",
              f"{_PLOTS}, lines 20-27 ('sst2_data' levels line 21, 'energy_j' lines 23-24, 'sst2_mode0_energy' "
              f"line 27); batch 16, max length 128, FP32: {_METHOD}, lines 158, 162, 168; 4209 steps: line 146",
              "validation", "deberta-v2-xlarge", "sst2", 16, 128, "fp32", 4209,
              dict(zip(STUDY_LEVELS_MHZ, (55292.41, 47512.24, 43025.92, 41044.05, 40927.33, 40981.54, 42053.11,
                                          44378.81, 46298.01, 49986.88, 52475.58), strict=True)),
-             52317.17),
+             52317.17,
+             maxn_evidence="ran MAXN: its energy is the 1300 MHz run's - 0.30 % (52317.17 vs 52475.58 J), as a run "
+                           "that the governor holds at about 1300 MHz is (the study: 'observed ~1300 MHz during "
+                           "training' under MAXN, " + _METHOD + ", line 203); the script that ran it is not in the "
+                           "repository"),
     JobCurve("gemma-2b/qnli",
              "src/plots/gemma2b_qnli.py @ acf9cd7 (unchanged @ 9e14047), lines 12-19 ('config' lines 12-14, "
              "'energy_j' lines 17-18: Mode0 first, then 306, 408, 510, 1224, 1300 MHz)",
              "validation", "gemma-2b", "qnli", 16, 256, "fp16", 6547,
              {306.0: 721533.29, 408.0: 615101.16, 510.0: 595930.38, 1224.0: 712022.74, 1300.5: 748437.96},
              694858.59,
+             maxn_evidence="ran MAXN: the Mode0 row logs a mean GPU clock of 1293 MHz (src/plots/gemma2b_qnli.py @ "
+                           "acf9cd7, line 15, 'gpu_freq_mhz' first entry; the 1300 MHz run logs 1295)",
              assumed=("batch 16: not stated for Gemma-2B; the study's batch for its other large model (DeBERTa, "
                       + _METHOD + ", line 159)",
                       "FP16: the training script's default (src/training/fullft/BERT_sst2_FullFT.py @ 9e14047, line 65)",
@@ -331,3 +360,73 @@ JOB_CURVES: tuple[JobCurve, ...] = (
 def job_curves(role: str | None = None) -> list[JobCurve]:
     """The whole-job curves with ``role`` (``fit`` / ``validation``), or all."""
     return [c for c in JOB_CURVES if role is None or c.role == role]
+
+
+# ------------------------------------------------------------------- the study's run labels
+_FUNC = r"^{name}\(\)\s*\{{(?P<body>.*?)^\}}"
+
+
+def _function_body(script: str, name: str) -> str:
+    m = re.search(_FUNC.format(name=re.escape(name)), script, re.S | re.M)
+    return m.group("body") if m else ""
+
+
+def _writes(text: str, node: str) -> bool:
+    """Whether ``text`` writes the devfreq file ``node`` (``echo ... > .../node``)."""
+    return re.search(r">\s*\S*/" + node + r"\b", text) is not None
+
+
+def _pins_of(text: str, setter: str) -> list[float]:
+    return [float(m) for m in re.findall(rf"^\s*{re.escape(setter)}\s+(\d+(?:\.\d+)?)\s*$", text, re.M)]
+
+
+def study_run_labels(script: str) -> list[dict]:
+    """What each run of one of the study's sweep scripts really ran, read from the script's text.
+
+    The script pins the GPU with a ``set_gpu_freq N`` function that writes N to both ``max_freq``
+    and ``min_freq``; its ``preflight_checks`` may call it once before any run; a run of the level
+    ``BASELINE`` takes the branch ``if [ "$freq" = "BASELINE" ]``. devfreq keeps ``min_freq`` and
+    ``max_freq`` across a change of governor (they are the user's QoS limits, not the governor's),
+    so a BASELINE branch that writes neither leaves the governor confined to the range the runs
+    before it left (the preflight pin, or the previous run's level); one that writes the table's
+    ends (or calls a function that does) is uncapped MAXN. The runs are the ``for freq in
+    "${ARRAY[@]}"`` loops in the order they appear, each over its ``ARRAY=(...)`` line.
+
+    Returns one dict per run: ``array``, ``label`` (as the script names the run), ``governor``,
+    ``min_mhz`` / ``max_mhz`` (None: the table's end) and ``ran``: ``"locked"``, ``"maxn"`` or
+    ``"confined"`` (a BASELINE run whose limits were left pinned at one level).
+    """
+    setter = _function_body(script, "set_gpu_freq")
+    pins_both = _writes(setter, "max_freq") and _writes(setter, "min_freq")
+    if not pins_both:
+        raise DvfsError("study_run_labels: the script has no set_gpu_freq() that writes both max_freq and min_freq")
+    branch = re.search(r'if \[ "\$freq" = "BASELINE" \]; then(?P<body>.*?)^\s*else', script, re.S | re.M)
+    if branch is None:
+        raise DvfsError("study_run_labels: the script has no BASELINE branch (if [ \"$freq\" = \"BASELINE\" ]; then)")
+    body = branch.group("body")
+    resetters = [name for name in re.findall(r"^(\w+)\(\)\s*\{", script, re.M)
+                 if name != "set_gpu_freq" and _writes(_function_body(script, name), "max_freq")
+                 and _writes(_function_body(script, name), "min_freq")]
+    resets = (_writes(body, "max_freq") and _writes(body, "min_freq")) or any(
+        re.search(rf"^\s*{n}\b", body, re.M) for n in resetters)
+    pinned: list[float | None] = [None, None]  # min, max left by what ran before
+    pre = _pins_of(_function_body(script, "preflight_checks"), "set_gpu_freq")
+    if pre:
+        pinned = [pre[-1], pre[-1]]
+    arrays = {m.group(1): m.group(2).split() for m in re.finditer(r"^(\w+)=\((.*?)\)", script, re.M)}
+    runs = []
+    for name in re.findall(r'^\s*for freq in "\$\{(\w+)\[@\]\}"', script, re.M):
+        for label in arrays.get(name, []):
+            if label == "BASELINE":
+                if resets:
+                    pinned = [None, None]
+                lo, hi = pinned
+                ran = "maxn" if (lo, hi) == (None, None) else ("confined" if lo == hi else "limited")
+                runs.append({"array": name, "label": label, "governor": "nvhost_podgov", "min_mhz": lo,
+                             "max_mhz": hi, "ran": ran})
+            else:
+                f = float(label)
+                pinned = [f, f]
+                runs.append({"array": name, "label": label, "governor": "userspace", "min_mhz": f, "max_mhz": f,
+                             "ran": "locked"})
+    return runs

@@ -54,7 +54,7 @@ from dvfslab.sim.board import SimBoard
 from dvfslab.sim.model import BoardProfile, get_profile
 from dvfslab.sim.phases import DEFAULT_WINDOW_PHASES, check_phases
 
-TWIN_VERSION = 5  # 2: through the sweep, energy read by the PowerSampler; 3: issue #16 physics; 4: fitted (#24); 5: L4T r36 podgov, precision, the fit covariance (#31), EMC/CPU inputs (#32)
+TWIN_VERSION = 6  # 2: through the sweep, energy read by the PowerSampler; 3: issue #16 physics; 4: fitted (#24); 5: L4T r36 podgov, precision, the fit covariance (#31), EMC/CPU inputs (#32); 6: the study read as run, members conditioned on its job shapes (#38)
 BOARD_ENERGY_COLUMN = "energy_board_j"  # all four rails (runs.csv extra column; the paper's total is CPU+GPU)
 VIRTUAL_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 QUICK_MODELS = ("bert-small", "bert-base", "pythia-70m", "pythia-410m")
