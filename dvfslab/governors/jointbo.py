@@ -76,10 +76,11 @@ from typing import TYPE_CHECKING, Any
 
 from dvfslab.core.errors import SweepError
 from dvfslab.data.knobs import SETTING
-from dvfslab.governors.base import GovernorTags, ProbeSession, ProbeStep, ProbingGovernor
+from dvfslab.governors.base import GovernorTags, ProbingGovernor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.gpsurrogate import VAR_FLOOR, fit_shape, one_thread, phi, scaled, se_kernel
 from dvfslab.governors.objective import LEAST_ENERGY, Selector
+from dvfslab.governors.session import WindowSession
 
 if TYPE_CHECKING:
     from dvfslab.analysis.training import TrainingData
@@ -199,9 +200,10 @@ class BoGovernor(ProbingGovernor):
         return BoSession(self, self._fitted("prior_"), workload, levels, model)
 
 
-class BoSession(ProbeSession):
+class BoSession(WindowSession):
     """One job under ``bo`` (module doc): probes a setting's window (plus the settle of a changed
-    EMC / CPU clock), plans again after each reading, then holds the least expected energy."""
+    EMC / CPU clock: the window session's settle, :mod:`dvfslab.governors.session`), plans again
+    after each reading, then holds the least expected energy."""
 
     def __init__(self, governor: BoGovernor, prior: Mapping[str, Any], workload: Mapping[str, Any],
                  levels: Sequence[float], model: ProbeModel | None):
@@ -249,14 +251,9 @@ class BoSession(ProbeSession):
         self.current = self.clocks.max(axis=0)  # the job starts at its default: every clock at the top
         self.reads: list[tuple[int, float, float]] = []  # (index, log energy per unit, noise variance)
         self.tau: float | None = None  # time per unit last read
-        self.used = 0.0
-        self.observed: list[ProbeStep] = []
-        self.profiling_steps = 0
-        self._acc = [0.0, 0.0, 0.0, 0.0]  # units seen, units read, energy read, time read
-        self._pending: int | None = None
-        self._settle = self._window = 0.0
-        self._level: float | None = None
-        self._note = ""
+        self.used = 0.0  # units the probes ran, settles included
+        self._begin(model)
+        self._pending: int | None = None  # the setting being read
         self._windows = None
         self.evaluations = 0  # posterior evaluations (each O(L n^2)): what a decision costs
         self._plan()
@@ -340,15 +337,15 @@ class BoSession(ProbeSession):
             costs = self._costs(np.exp(mu))
             b = int(np.argmin(costs))
             if not np.isfinite(costs[b]):
-                return self._hold(None, "no setting meets the slowdown limit: the board's default")
+                return self._hold_setting(None, "no setting meets the slowdown limit: the board's default")
             if self.budget > 0:
                 return self._probe(b)
-            return self._hold(b, "no probe")
+            return self._hold_setting(b, "no probe")
         expected = np.exp(mu + var / 2)
         costs = self._costs(expected)
         b = int(np.argmin(costs))
         if len(self.reads) >= self.budget:
-            return self._hold(b, f"probe budget reached ({self.budget} settings)")
+            return self._hold_setting(b, f"probe budget reached ({self.budget} settings)")
         # what a reading of x can move x's posterior mean by, against b's (their shared
         # uncertainty, the job's scale, moves both): sd of the update, a noisy reading shrinks it;
         # each reading length of READ_LENGTHS (times the window) weighed, settings x lengths
@@ -373,64 +370,24 @@ class BoSession(ProbeSession):
                 best_net, best = float(net[x]), (x, float(read_units[x]))
         if best is not None:
             return self._probe(*best)
-        return self._hold(b, f"no probe's expected improvement over the {max(left, 0.0):g} units left beats its cost")
+        return self._hold_setting(b, f"no probe's expected improvement over the {max(left, 0.0):g} units left beats its cost")
 
     def _probe(self, i: int, read_units: float | None = None) -> None:
         self._pending = i
-        self._window, self._settle = self._units(i)
-        if read_units is not None:
-            self._window = read_units
+        window, settle = self._units(i)
+        self._read(self.table[i], window if read_units is None else read_units, settle)
 
-    def _hold(self, b: int | None, why: str) -> None:
+    def _hold_setting(self, b: int | None, why: str) -> None:
         self._pending = None
-        self._level = None if b is None else self.table[b]
-        self._note = f"bo: {len(self.reads)} settings read, {why}"
+        self._hold(None if b is None else self.table[b], f"bo: {len(self.reads)} settings read, {why}")
 
-    # ---- the session protocol ------------------------------------------------------------------
-
-    @property
-    def done(self) -> bool:
-        return self._pending is None
-
-    def next_level(self) -> float | None:
-        return self._level if self.done else self.table[self._pending]
-
-    def next_probe(self) -> tuple[float | None, float]:
-        if self.done:
-            return self._level, 1.0
-        return self.table[self._pending], self._settle + self._window - self._acc[0]
-
-    def observe(self, step: ProbeStep) -> None:
-        if self.done:
-            return
-        self.observed.append(step)
-        self.profiling_steps = len(self.observed)
-        acc = self._acc
-        before = acc[0]
-        acc[0] += float(step.units)
-        if acc[0] <= self._settle + 1e-9 and before < self._settle:  # all of it in the settle: not read
-            return
-        acc[1] += float(step.units)
-        acc[2] += float(step.energy_j)
-        acc[3] += float(step.time_s)
-        if acc[0] < self._settle + self._window - 1e-9:
-            return
+    def _window_read(self, units: float, energy_j: float, time_s: float) -> None:
         i = self._pending
-        units, energy, time = acc[1], acc[2], acc[3]
-        if not (energy > 0 and time > 0):
+        if not (energy_j > 0 and time_s > 0):
             raise GovernorError(f"bo: a reading of level {self.table[i]:g} must have energy and time > 0, got "
-                                f"{energy!r} J over {time!r} s")
-        self.reads.append((i, math.log(energy / units), self._noise(units)))
-        self.tau = time / units
+                                f"{energy_j!r} J over {time_s!r} s")
+        self.reads.append((i, math.log(energy_j / units), self._noise(units)))
+        self.tau = time_s / units
         self.current = self.clocks[i]
-        self.used += acc[0]
-        self._acc = [0.0, 0.0, 0.0, 0.0]
+        self.used += self.last_window_units
         self._plan()
-
-    @property
-    def note(self) -> str:
-        return self._note
-
-    @property
-    def level(self) -> float | None:
-        return self._level

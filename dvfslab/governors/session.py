@@ -1,5 +1,5 @@
 """One probe session for every governor that reads a level over a window: ``search``, ``voi``,
-``zeus``, ``zeus-sim``.
+``zeus``, ``zeus-sim``, ``bo``.
 
 A :class:`WindowSession` reads one level at a time. The governor's session names the level and
 the window (units of the job; :meth:`WindowSession._read`); the steps run there are fed to
@@ -8,6 +8,15 @@ optimizer step at a time) and summed; when the window is complete its sums ``(un
 time_s)`` go to the governor's :meth:`~WindowSession._window_read`, which names the next window
 or holds a level (:meth:`WindowSession._hold`, with a note). After the hold, :meth:`next_level`
 is the held level for the rest of the job.
+
+**Settle.** A window may start with ``settle`` units (``_read(level, window, settle)``) that run
+at the level and are charged like any unit but are not read: the time a clock other than the
+one the window reads takes to settle after a move (``bo``: a Jetson's EMC or CPU clock,
+``ceil(settle_s / time per unit)`` units). The probe asked is ``settle + window`` units; a step
+that lies wholly in the settle is not read, a step that ends past it is read whole (a replay runs
+the probe in one piece, at one level: its energy per unit is the window's). The window's sums
+are those read; :attr:`~WindowSession.last_window_units` is what it ran, settle included. A
+session that names no settle (every governor but ``bo``) reads every unit of its window.
 
 **Epochs.** A job's epochs matter to a profiler that restarts an unfinished window at an epoch
 end (Zeus's ``GlobalPowerLimitOptimizer.on_epoch_end``: a warm-up or profiling window cut by the
@@ -18,6 +27,16 @@ past the end of an epoch (:meth:`next_probe`), and when a window is open at an e
 :meth:`~WindowSession._epoch_end` (the steps already run stay charged). A live caller that hears
 of an epoch end (a callback's ``on_epoch_end``) calls :meth:`epoch_end`. Where the epoch length
 is not known, no epoch end is ever modelled.
+
+**Not here: ``online`` and ``profiled``.** Their sessions (:class:`~dvfslab.governors.online.OnlineSession`,
+:class:`~dvfslab.governors.profiled.ProfiledSession`) count *steps*, not units, and keep each step:
+``online`` runs a fixed schedule of ``profiling_steps`` probing steps (round-robin over its probe
+levels, the fine phase chosen after the coarse one) and fits its U-curve to the steps one by one;
+``profiled`` runs ``warmup + probe_steps`` steps at the default clock and drops the first
+``warmup`` *steps* whatever their units. A replay stretches each of their steps to the level's
+window, so a step there is many units: a window of units summed here would end after one step
+and change both. They use :class:`~dvfslab.governors.base.ProbeSession`'s step-count protocol
+(``done`` after ``profiling_steps`` observed steps), which has no window sums to share.
 
 Board side: plain Python.
 """
@@ -50,8 +69,11 @@ class WindowSession(ProbeSession):
         """The state every session starts with; ``model``: the probe model (its epoch length)."""
         self.observed: list[ProbeStep] = []
         self.profiling_steps = 0
-        self._acc = [0.0, 0.0, 0.0]  # units, energy, time of the open window
+        self._acc = [0.0, 0.0, 0.0, 0.0]  # units run, units read, energy read, time read: the open window
         self._reading: tuple[float | None, float] | None = None  # (level, window units) being read
+        self._settle = 0.0  # units of the open window run first, charged but not read
+        #: the units the last complete window ran, its settle included
+        self.last_window_units = 0.0
         self._held = False
         self._level: float | None = None
         self._note = ""
@@ -64,10 +86,12 @@ class WindowSession(ProbeSession):
 
     # ---- what a subclass calls ---------------------------------------------------------------
 
-    def _read(self, level: float | None, window: float) -> None:
-        """Read ``level`` next, over ``window`` units."""
+    def _read(self, level: float | None, window: float, settle: float = 0.0) -> None:
+        """Read ``level`` next, over ``window`` units, after ``settle`` units run there unread
+        (module doc, *Settle*)."""
         self._reading = (level, float(window))
-        self._acc = [0.0, 0.0, 0.0]
+        self._settle = float(settle)
+        self._acc = [0.0, 0.0, 0.0, 0.0]
 
     def _hold(self, level: float | None, note: str = "") -> None:
         """Stop probing and hold ``level`` (None: the default) for the rest of the job."""
@@ -82,8 +106,10 @@ class WindowSession(ProbeSession):
 
     def _epoch_end(self) -> None:
         """An epoch ended while a window was open (only with ``restarts_at_epoch_end``): by
-        default the window starts again, the units already run there not counted in it."""
-        self._acc = [0.0, 0.0, 0.0]
+        default the window starts again, the units already run there not counted in it (nor
+        in its settle: the clock stays where it settled)."""
+        self._settle = max(self._settle - self._acc[0], 0.0)
+        self._acc = [0.0, 0.0, 0.0, 0.0]
 
     # ---- the session protocol ------------------------------------------------------------------
 
@@ -112,7 +138,7 @@ class WindowSession(ProbeSession):
         if self.done:
             return self._level, 1.0
         level, window = self._reading
-        want = window - self._acc[0]
+        want = self._settle + window - self._acc[0]
         to_end = self._to_epoch_end()
         self._cut = to_end is not None and to_end < want - EPS
         return level, (to_end if self._cut else want)
@@ -130,15 +156,18 @@ class WindowSession(ProbeSession):
         self.observed.append(step)
         self._counted()
         acc = self._acc
+        ran = acc[0]
         acc[0] += float(step.units)
-        acc[1] += float(step.energy_j)
-        acc[2] += float(step.time_s)
+        if not (acc[0] <= self._settle + EPS and ran < self._settle):  # not all of it in the settle: read
+            acc[1] += float(step.units)
+            acc[2] += float(step.energy_j)
+            acc[3] += float(step.time_s)
         before = self.units_run
         self.units_run += float(step.units)
         crossed = self._crossed_epoch_end(before)
-        if acc[0] >= self._reading[1] - EPS and not (crossed and not self.completes_at_epoch_end):
-            units, energy, time = acc
-            self._acc = [0.0, 0.0, 0.0]
+        if acc[0] >= self._settle + self._reading[1] - EPS and not (crossed and not self.completes_at_epoch_end):
+            self.last_window_units, units, energy, time = acc
+            self._acc = [0.0, 0.0, 0.0, 0.0]
             self._window_read(units, energy, time)
         elif crossed:
             self._epoch_end()
