@@ -40,7 +40,7 @@ from typing import Any
 from dvfslab.core.errors import DvfsError
 from dvfslab.governors.probemodel import ProbeModel
 from dvfslab.job.checks import MAX_REREADS, Z_IMPOSSIBLE, cv, time_bounds
-from dvfslab.job.progress import ENDED, ProgressFeed
+from dvfslab.job.progress import ENDED, EPOCH_END, ProgressFeed
 from dvfslab.measure.windows import SENSOR_SAMPLES
 
 #: sensor readings a probe window reads at the least: the replay's figure (one constant)
@@ -208,6 +208,10 @@ class LiveProbe:
         self.meter, self.feed, self._set, self.on_window = meter, feed, set_level, on_window
         self.handled, self.stall_s, self.settle_s, self.unit, self.wait_s = handled, stall_s, float(settle_s), unit, wait_s
         self.default_level, self.clock_knob = default_level, clock_knob
+        #: called (in the governor's thread, in order with the units) when the feed reports an epoch end
+        self.on_epoch_end: Callable[[], None] | None = None
+        #: the probe session a probing governor opened on this probe (``on_session``), told of epoch ends
+        self.session = None
         self.model: ProbeModel | None = None
         self.phase = "probe"
         self.total = 0.0  # units reported so far
@@ -248,6 +252,10 @@ class LiveProbe:
             if got is ENDED:
                 self.ended = True
                 raise JobEnded
+            if got is EPOCH_END:
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end()
+                continue
             total, stamp = got
             delta = total - self.total
             self.total = total
@@ -355,6 +363,10 @@ class LiveProbe:
                 "spreads")
 
     # -- the Probe protocol ---------------------------------------------------------------------
+    def on_session(self, session) -> None:
+        """A probing governor's session on this probe (:meth:`ProbingGovernor.decide` hands it over)."""
+        self.session = session
+
     def set_level(self, level: float | None) -> bool:
         """Lock ``level``; True when it changed (the next window settles first)."""
         level = None if level is None else float(level)

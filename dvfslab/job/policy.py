@@ -101,12 +101,27 @@ class FeatureRequired(GovernorError):
 MEASURABLE = {"gpu_util_pct": "the GPU's load (%), measured in the calibration windows at the default clock"}
 
 
-def features_read(governor: Governor) -> list[str]:
-    """The workload features a governor's decision reads (a tree: those its nodes split on; the
-    curve model: its features; others: none)."""
+def _lacks(given: Mapping[str, Any], feature: str) -> bool:
+    value = given.get(feature)
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def features_read(governor: Governor, given: Mapping[str, Any] | None = None) -> list[str]:
+    """The workload features a governor's decision reads (a tree: those its nodes split on — with
+    ``given``, those on the path the given features take, down to the first node whose feature is
+    not given; the curve model: its features; others: none)."""
     tree = getattr(governor, "tree_", None)
     if isinstance(tree, Mapping):
-        return sorted({n["feature"] for n in tree.get("nodes", ()) if isinstance(n, Mapping) and "feature" in n})
+        nodes = [n for n in tree.get("nodes", ()) if isinstance(n, Mapping)]
+        if given is None or not nodes:
+            return sorted({n["feature"] for n in nodes if "feature" in n})
+        node, seen = nodes[0], []
+        while "feature" in node and len(seen) <= len(nodes):
+            seen.append(node["feature"])
+            if _lacks(given, node["feature"]):
+                break
+            node = nodes[node["left"] if float(given[node["feature"]]) <= node["threshold"] else node["right"]]
+        return sorted(set(seen))
     curve = getattr(governor, "curve_", None)
     if isinstance(curve, Mapping):
         return list(curve.get("features", ()))
@@ -114,11 +129,11 @@ def features_read(governor: Governor) -> list[str]:
 
 
 def feature_needs(governor: Governor, given: Mapping[str, Any]) -> FeatureRequired | None:
-    """What the governor reads that ``given`` lacks (None: nothing): to measure, or to pass."""
+    """What the governor reads that ``given`` lacks (None: nothing): to measure, or to pass (a
+    tree: on the path the given features take, :func:`features_read`)."""
     from dvfslab.governors.io import FEATURE_FLAGS
 
-    lacking = [f for f in features_read(governor)
-               if given.get(f) is None or (isinstance(given.get(f), float) and given[f] != given[f])]
+    lacking = [f for f in features_read(governor, given) if _lacks(given, f)]
     if not lacking:
         return None
     measure = [f for f in lacking if f in MEASURABLE]

@@ -79,6 +79,7 @@ class GovernedRun:
                                handled=board.handled, stall_s=stall_s, settle_s=board.settle_s,
                                unit=unit or self.feed.unit, default_level=board.default_level,
                                clock_knob=board.clock_knob)
+        self.probe.on_epoch_end = self._epoch_end
         self.probes = 0
         self.decision = None
         self.level: float | None = None
@@ -133,6 +134,38 @@ class GovernedRun:
                         "source": "measured: the GPU load over the default-clock windows"})
         self.say(f"GPU utilisation {util:.3g} % measured over the default-clock windows (no --gpu-util given)")
 
+    def _check_features(self) -> None:
+        """Every feature the governor reads is given or was measured (:func:`~dvfslab.job.policy.check_features`):
+        else :class:`~dvfslab.job.policy.FeatureRequired` — never a training median."""
+        from dvfslab.job.policy import check_features
+
+        check_features(self.governor, self.workload)
+
+    def _epoch_end(self) -> None:
+        """The progress source reported an epoch end: the probe session (Zeus's restarts its
+        unfinished window there) is told, and the log says so."""
+        session = self.probe.session
+        tell = getattr(session, "epoch_end", None) if session is not None and not session.done else None
+        if tell is not None:
+            tell()
+        self.log.write({"event": "epoch-end", "units_done": self.probe.total, "session_told": tell is not None})
+
+    def epoch_end(self) -> None:
+        """The job's epoch ended (a Python loop's, or a ``TrainerCallback``'s ``on_epoch_end``):
+        handed to the governor's thread in order with the units reported."""
+        self.feed.epoch_end()
+
+    def _ended_note(self) -> str:
+        """Why the job ended before the governor decided: the lines read when none reported progress."""
+        p, f = self.probe, self.feed
+        if p.model is None and f.lines_read is not None and f.lines_matched == 0:
+            return (f"{f.lines_matched} of {f.lines_read} output lines matched {f.lines_reader}: the command printed "
+                    "no progress it reads; check its output or give --progress-regex")
+        where = " (while probing)" if p.model is not None else " (during the calibration at the default clock"
+        if p.model is None and f.lines_read is not None:
+            where += f"; {f.lines_matched} of {f.lines_read} output lines matched {f.lines_reader}"
+        return "the job ended before the governor decided" + where + ("" if p.model is not None else ")")
+
     def _plan(self) -> dict[str, Any]:
         """The job's length the governor plans with (module doc)."""
         done = self.probe.total
@@ -159,12 +192,16 @@ class GovernedRun:
         """Calibrate, baseline, decide, hold until the progress ends (module doc); returns
         :attr:`decision`. The board is not restored here (:meth:`finish` does)."""
         p = self.probe
+        source = getattr(self.governor, "source_", None)
+        if source:
+            self.log.write({"event": "governor", "policy": self.governor.name, "source": source})
         try:
             p.calibrate()
             for _ in range(self.baseline_windows - 1):
                 p.window(None, p.model.window(None), "baseline")
             self._noise()
             self._features()
+            self._check_features()
             self.log.write({"event": "probe-model", "tau_s": p.tau_s, **p.model.describe()})
             workload = self._plan()
             p.phase = "probe"
@@ -184,8 +221,7 @@ class GovernedRun:
                 p.window(self.level, p.model.window(self.level), "hold")
         except JobEnded:
             if self.decision is None:
-                self.note = "the job ended before the governor decided" + (
-                    " (while probing)" if p.model is not None else " (during the calibration at the default clock)")
+                self.note = self._ended_note()
         except GovernorError as err:
             self.note = f"the governor failed: {err}"
             raise
