@@ -238,6 +238,8 @@ def run(args) -> int:
     gov = job_governor(args.policy, args.model, max_slowdown_pct=args.max_slowdown, eta=args.eta,
                        time_model=args.time_model, knob="power_limit_w" if args.knob == "power-limit" else None,
                        levels=levels, board_name=name, map_levels=args.map_levels)
+    if getattr(gov, "knob_", None) == "setting":  # a joint model: GPU x EMC x CPU settings, checked on this board
+        board, levels = _joint(args, gov, board, clocks)
     if not governed and gov.probing and not args.dry_run:
         raise DvfsError(f"--policy {gov.name} measures the job while it runs: give it a progress source "
                         "(--progress hf|lightning|steps, --progress-regex REGEX, --progress-file PATH or "
@@ -251,7 +253,7 @@ def run(args) -> int:
     if args.dry_run:
         return _dry_run(gov, feats, levels)
     if not governed:
-        return _run_static(args, gov, clocks)
+        return _run_static(args, gov, clocks, levels if getattr(gov, "knob_", None) == "setting" else None)
     if need is not None:
         _say(str(need))
     return _run_governed(args, gov, source, board, feats)
@@ -269,7 +271,6 @@ def _dry_run(gov, feats: dict, levels) -> int:
     """What the governor would do, without touching the board: a governor that decides from the
     features prints its level (``default``: the board's own governor) on stdout, the why on
     stderr; a probing one says it picks the level while the job runs."""
-    from dvfslab.governors.io import decide
     from dvfslab.job.policy import feature_needs
 
     if gov.probing:
@@ -282,15 +283,52 @@ def _dry_run(gov, feats: dict, levels) -> int:
             raise DvfsError(str(need))
         _say(f"{need}: the level is decided after the calibration windows, while the job runs")
         return 0
-    level, why = decide(gov, feats, levels)
+    level, why = _decide(gov, feats, levels)
     _say(why)
-    print("default" if level is None else format_mhz(level))
+    print("default" if level is None else _words(gov, level))
     return 0
 
 
-def _run_static(args, gov=None, clocks=None) -> int:
+def _joint(args, gov, board, clocks):
+    """A joint model (:mod:`dvfslab.job.joint`): its settings checked on this board before the job
+    starts; ``(board with the settings as levels, the setting indices)``."""
+    from dvfslab.job.joint import SHORT, check_joint, joint_board, joint_settings
+
+    knobs, settings = joint_settings(gov)
+    for name in ("emc", "cpu"):
+        if name in {SHORT[k] for k in knobs} and getattr(args, name, None) not in (None, "none"):
+            raise DvfsError(f"--{name}: the joint model sets the {name} clock itself (each of its settings); drop --{name}")
+    if board is not None:
+        board = joint_board(board, gov)
+    elif clocks is not None:
+        check_joint(clocks, knobs, settings, _clocks_name(args))
+    return board, [float(i) for i in range(len(settings))]
+
+
+def _words(gov, level) -> str:
+    """A level as printed: MHz (W), or a joint model's setting in words."""
+    if getattr(gov, "knob_", None) != "setting":
+        return format_mhz(level)
+    from dvfslab.data.knobs import format_setting
+    from dvfslab.job.joint import joint_settings
+
+    knobs, settings = joint_settings(gov)
+    return f"setting {int(level)}: {format_setting(knobs, settings[int(level)])}"
+
+
+def _decide(gov, feats: dict, levels):
+    """``decide`` (the level snapped to ``levels``), the why naming a joint setting's clocks."""
+    from dvfslab.governors.io import decide
+
+    level, why = decide(gov, feats, levels)
+    if level is not None and getattr(gov, "knob_", None) == "setting":
+        why = f"{gov.name}: {_words(gov, level)}"
+    return level, why
+
+
+def _run_static(args, gov=None, clocks=None, levels=None) -> int:
     """A governor that decides before the run, no progress source: lock, run, restore (as before)."""
-    from dvfslab.governors.io import decide, load_policy
+    from dvfslab.governors.io import load_policy
     from dvfslab.job.policy import feature_needs
 
     if gov is None:
@@ -299,13 +337,20 @@ def _run_static(args, gov=None, clocks=None) -> int:
     need = feature_needs(gov, feats)
     if need is not None:
         raise DvfsError(str(need) + ("" if need.missing else _NOTHING_MEASURED))
-    level, why = decide(gov, feats, clocks.levels_mhz() if clocks is not None else None)
+    level, why = _decide(gov, feats, levels if levels is not None else clocks.levels_mhz() if clocks is not None
+                         else None)
     print(f"dvfslab govern: {why}", file=sys.stderr, flush=True)
     if args.dry_run:
-        print("default" if level is None else format_mhz(level))
+        print("default" if level is None else _words(gov, level))
         return 0
     clocks = clocks if clocks is not None else _clock_control(args)
     args.freq, args.nearest = level, True  # a governor's level may come from another board's table
+    if level is not None and getattr(gov, "knob_", None) == "setting":  # the setting's clocks, pinned as --emc/--cpu
+        from dvfslab.job.joint import setting_pins
+
+        pins = setting_pins(gov, level)
+        args.freq = pins.get("gpu")
+        args.emc, args.cpu = pins.get("emc", args.emc), pins.get("cpu", args.cpu)
     return hardware.run_command(args, clocks, prog="dvfslab govern")
 
 

@@ -211,11 +211,12 @@ class GovernedRun:
                 self.decision = self.governor.decide(workload)
             level = self.decision.level
             self.level = None if level is None else snap_mhz(float(level), p.levels)
+            words = None if self.level is None or self.board.describe is None else self.board.describe(self.level)
             self.log.write({"event": "decision", "level": self.level, "decided_level": level,
                             "probes": self.probes, "probe_units": self.decision.probe_units,
-                            "note": self.decision.note})
+                            "note": self.decision.note, **({"setting": words} if words else {})})
             self.say(f"{self.governor.name} decided "
-                     + ("the default clock" if self.level is None else f"{self.level:g}")
+                     + ("the default clock" if self.level is None else words or f"{self.level:g}")
                      + f" after {self.probes} probe window(s)" + (f" ({self.decision.note})" if self.decision.note else ""))
             while True:
                 p.window(self.level, p.model.window(self.level), "hold")
