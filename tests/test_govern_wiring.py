@@ -207,3 +207,14 @@ def test_epoch_ends_reach_the_probe_session():
     told = [r for r in ends if r["session_told"]]
     assert len(told) == len(gov.session.told) and 40.0 in [r["units_done"] for r in told]
     assert run.level == 600.0
+
+
+def test_govern_says_no_line_matched_on_the_console(capsys):
+    """A command that prints two lines, neither a bar nor a Trainer log line: 0 of 2 matched."""
+    import sys
+
+    rc, _, err = cli(capsys, "govern", "--policy", "maxn", "--backend", "sim", "--progress", "hf", "--",
+                     sys.executable, "-c", "print('loading'); print('done')")
+    assert rc == 0, err
+    assert "0 of 2 output lines matched --progress hf: the command printed no progress it reads" in err
+    assert "no decision: the job ended during the calibration: see the note" in err

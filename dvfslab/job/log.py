@@ -281,7 +281,9 @@ def format_summary(s: Mapping[str, Any]) -> str:
     length = (f"job length {s['job_units']:g} {unit}s ({s.get('job_units_source')})" if s.get("job_units")
               else "job length unknown")
     out = [f"dvfslab govern: {s.get('policy')}{label}: held {level}"
-           + ("" if s.get("decided", True) else " (no decision: the job ended while probing)")
+           + ("" if s.get("decided", True) else " (no decision: the job ended " + (
+               "while probing)" if s.get("probes") else "before the decision)" if s.get("probe_model")
+               else "during the calibration: see the note)"))
            + f"; {s.get('probes', 0)} probe window(s), {s.get('probe_units', 0):g} {unit}(s) probing; {length}"]
     jp = s.get("job_saving_pct")
     if jp is None:
