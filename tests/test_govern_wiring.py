@@ -162,14 +162,14 @@ def test_the_hf_log_lines_report_epoch_ends():
 
 
 class _Session(WindowSession):
-    """Reads 600 over 15 units, then 400 over 15 units, then holds 600; restarts at epoch ends."""
+    """Reads 600 over 30 units, then 400 over 15 units, then holds 600; restarts at epoch ends (as Zeus)."""
 
     restarts_at_epoch_end = True
 
     def __init__(self, model):
         self._begin(model)
         self.told: list[float] = []
-        self._read(600.0, 15.0)
+        self._read(600.0, 30.0)
 
     def _window_read(self, units, energy_j, time_s):
         if self._reading[0] == 600.0:
@@ -190,23 +190,36 @@ class _Prober(ProbingGovernor):
         return self.session
 
 
-def test_epoch_ends_reach_the_probe_session():
-    """60 units, an epoch every 20: three epoch ends (20, 40, 60). The session is open from the end
-    of the default windows until its two 15-unit reads are done (past unit 40 with the settles),
-    so the end at 40 is told to it; every end is logged, and told only while the session is open."""
+def test_an_epoch_end_restarts_the_open_probe_window_of_a_restarting_session():
+    """120 units on the loop board (CELL: default 0.125 s a unit, 600: 0.1875 s, 400: 0.25 s; settle
+    0.25 s; 5 sensor samples of 0.125 s a read), an epoch every 40 units. By hand: calibration
+    units 2-6, baselines 7-11 and 12-16 (t = 2.0 s). 600 locked at 2.0: settle units 17-18 (18 ends
+    at 2.375 >= 2.25), read 30 - 2 = 28 units from 19; the epoch ends after unit 40, 22 units into
+    the read: cancelled (22 + unit 41 = 23 units, t = 2.0 + 25 x 0.1875 = 6.6875 s), read again over
+    units 42-69 (5.25 s; the window: 2 + 23 + 28 = 53 units, t = 11.9375 s). 400: settle unit 70,
+    read 14 from 71; the epoch ends after 80, 10 units in: cancelled (11 units, t = 11.9375 + 12 x
+    0.25 = 14.9375 s), read 82-95 (3.5 s). Then 600 is held; the end at 120 finds the session done
+    (not told)."""
     gov = _Prober()
     b = LoopBoard()
-    with GovernedRun(gov, b.job_board(), job_units=60) as run:
-        for k in range(1, 61):
+    with GovernedRun(gov, b.job_board(), job_units=120) as run:
+        for k in range(1, 121):
             b.step(k)
             run.report(k)
-            if k % 20 == 0:
+            if k % 40 == 0:
                 run.epoch_end()
     ends = [r for r in run.log.lines if r.get("event") == "epoch-end"]
-    assert [r["units_done"] for r in ends] == [20.0, 40.0, 60.0]
-    told = [r for r in ends if r["session_told"]]
-    assert len(told) == len(gov.session.told) and 40.0 in [r["units_done"] for r in told]
-    assert run.level == 600.0
+    assert [(r["units_done"], r["session_told"]) for r in ends] == [(40.0, True), (80.0, True), (120.0, False)]
+    # told with the units the session had observed: none at 40 (its 600 window open), 30 at 80 (the
+    # 600 window's 30 units asked, then its 400 window open)
+    assert gov.session.told == [0.0, 30.0]
+    cut = [r for r in run.log.lines if r.get("phase") == "epoch-end"]
+    assert [(r["level"], r["units"], r["measurement"]) for r in cut] == [(600.0, 23.0, False), (400.0, 11.0, False)]
+    assert [r["t_end_s"] for r in cut] == pytest.approx([6.6875, 14.9375], abs=1e-12)
+    probes = [r for r in run.log.lines if r.get("phase") == "probe" and r.get("measurement")]
+    assert [(r["level"], r["units"], r["read_units"]) for r in probes] == [(600.0, 53.0, 28.0), (400.0, 26.0, 14.0)]
+    assert [r["time_s"] for r in probes] == pytest.approx([5.25, 3.5], abs=1e-12)
+    assert run.level == 600.0 and run.result["job_units"] == 120 and run.result["no_progress_windows"] == 0
 
 
 def test_govern_says_no_line_matched_on_the_console(capsys):

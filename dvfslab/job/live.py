@@ -227,6 +227,7 @@ class LiveProbe:
         self.phase_before = "calibration"
         self._restarted = 0.0  # units of reads a stall restarted in the window running (charged to it)
         self._partial = (0.0, 0.0, 0.0, 0.0)  # (settle units, read units, read start, last event) of the window running
+        self._epoch_cut = False  # an epoch ended while a restarting session's read was open
         if getattr(meter, "stamps_on_arrival", False) and feed.clock is None:
             feed.clock = meter.now
 
@@ -255,6 +256,9 @@ class LiveProbe:
             if got is EPOCH_END:
                 if self.on_epoch_end is not None:
                     self.on_epoch_end()
+                s = self.session
+                if s is not None and getattr(s, "restarts_at_epoch_end", False) and not s.done:
+                    self._epoch_cut = True  # the read open now restarts after the epoch end (Zeus)
                 continue
             total, stamp = got
             delta = total - self.total
@@ -308,9 +312,22 @@ class LiveProbe:
         t0 = self._t_event if self._t_event is not None else self.meter.now()
         done, t_last = 0.0, t0
         self._partial = (0.0, 0.0, 0.0, 0.0)
+        self._epoch_cut = False
         while done < units - 1e-9 or t_last - t0 < min_s - 1e-12:
             self._partial = (0.0, done, t0, t_last)
             delta, stalled, stamp = self._next()
+            if self._epoch_cut and not stalled:
+                # Zeus's on_epoch_end: the window open at an epoch end is cancelled and read again
+                # from the epoch's first unit on; what ran stays the window's units (charged)
+                self._epoch_cut = False
+                self.meter.end()
+                self.on_window(Window("epoch-end", level, units=done + delta, t_end_s=stamp, measurement=False,
+                                      why=f"an epoch ended {done:g} {self.unit}(s) into this read: the session "
+                                          "restarts the window after it (Zeus's on_epoch_end); not a measurement"))
+                self.meter.begin()
+                self._restarted += done + delta
+                t0, done, t_last = stamp, 0.0, stamp
+                continue
             if stalled:
                 self.meter.end()
                 if self._said_silent:  # said while waiting (real time): restart without a second line
