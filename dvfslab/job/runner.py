@@ -59,17 +59,22 @@ class GovernedRun:
     ``feed``: the job's progress (default: the board's own, else a new feed the caller fills —
     :meth:`report`, or a command's output through :meth:`run_command`); ``job_units``: the job's
     length when the caller knows it (else the feed's, when its source states it); ``log``: a
-    :class:`~dvfslab.job.log.JobLog` or a path; ``say``: where the one-line messages go."""
+    :class:`~dvfslab.job.log.JobLog` or a path; ``say``: where the one-line messages go;
+    ``require_features``: a feature the governor reads and the workload lacks (after the GPU
+    utilisation is measured) stops the run before the decision (False: the governor handles it,
+    as the replay of a dataset's workload does)."""
 
     def __init__(self, governor: Governor, board: JobBoard, *, workload: Mapping[str, Any] | None = None,
                  feed: ProgressFeed | None = None, log: JobLog | str | None = None, job_units: float | None = None,
                  baseline_windows: int = BASELINE_WINDOWS, stall_s: float | None = None,
-                 say: Callable[[str], None] = lambda s: None, unit: str | None = None):
+                 say: Callable[[str], None] = lambda s: None, unit: str | None = None,
+                 require_features: bool = True):
         if baseline_windows < 1:
             raise DvfsError(f"--baseline-windows must be >= 1 (the first is the calibration), got {baseline_windows}")
         if job_units is not None and not job_units > 0:
             raise DvfsError(f"--job-units must be > 0, got {job_units!r}")
         self.governor, self.board, self.workload = governor, board, dict(workload or {})
+        self.require_features = require_features
         self.feed = feed if feed is not None else (board.feed if board.feed is not None else ProgressFeed())
         if job_units is not None:
             self.feed.job_units, self.feed.job_units_source = float(job_units), "given (job_units / --job-units)"
@@ -139,7 +144,8 @@ class GovernedRun:
         else :class:`~dvfslab.job.policy.FeatureRequired` — never a training median."""
         from dvfslab.job.policy import check_features
 
-        check_features(self.governor, self.workload)
+        if self.require_features:
+            check_features(self.governor, self.workload)
 
     def _epoch_end(self) -> None:
         """The progress source reported an epoch end: the probe session (Zeus's restarts its
