@@ -82,7 +82,7 @@ def test_refusals_are_one_line_and_touch_nothing(orin_jp6, capsys, fake_kernel_e
     assert rc == 2 and "needs --model FILE" in err and "mlg-paper" in err
     rc, _, err = cli(capsys, "govern", "--policy", "mlg-paper", "--layers", "12", "--avg-seq-len", "60",
                      "--sysfs-root", orin_jp6.root, "--", "true")
-    assert rc == 2 and "'gpu_util_pct' is missing" in err and "pass --gpu-util" in err
+    assert rc == 2 and "reads gpu_util_pct" in err and "never filled in" in err and "pass --gpu-util" in err
     rc, _, err = cli(capsys, "govern", *PAPER, "--sysfs-root", tmp_path, "--", "true")
     assert rc == 2 and "no Jetson GPU clock control" in err and "--backend sim" in err
     rc, _, err = cli(capsys, "govern", *PAPER, "--max-slowdown", "10", "--", "true")

@@ -60,6 +60,9 @@ def register(sub) -> None:
     p.add_argument("--model", metavar="FILE|RUN/", help="a saved governor (models/mlg.json, curve.json, ffg.json, "
                                                         "profiled.json) or a `dvfslab pipeline` output folder: its "
                                                         "models/ (and summary.json for --policy recommended)")
+    p.add_argument("--map-levels", choices=("nearest",), metavar="{nearest}",
+                   help="run a model learned on another level table of the same knob, its levels mapped to this "
+                        "board's nearest (default: such a model is refused, naming both boards)")
     p.add_argument("--max-slowdown", type=float, metavar="PCT",
                    help="least energy among the levels at most PCT %% slower than the baseline")
     p.add_argument("--eta", type=float, metavar="ETA",
@@ -207,6 +210,10 @@ def _progress_source(args):
     return feed, None, Poller(feed, source.read, args.poll_s, "url", length=source.length)
 
 
+def _say(text: str) -> None:
+    print(f"dvfslab govern: {text}", file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
     if args.replay:
         from dvfslab.job.log import format_summary, read_summary
@@ -215,46 +222,148 @@ def run(args) -> int:
         return 0
     if not args.policy:
         raise DvfsError("--policy NAME is needed (or --replay FILE.jsonl); see dvfslab govern --help")
-    import os
-
     from dvfslab.governors.registry import governor_class
 
     source = _progress_source(args)
     replay = args.backend.startswith("replay:")
-    as_before = (not replay and source is None and args.knob == "clock" and args.policy != RECOMMENDED and not governor_class(args.policy).probing
-                 and args.eta is None and not (args.model and os.path.isdir(args.model)))
+    as_before = (not replay and source is None and args.knob == "clock" and args.policy != RECOMMENDED
+                 and not governor_class(args.policy).probing and args.eta is None and not args.model)
     if as_before:
         return _run_static(args)
-    from dvfslab.job.policy import job_governor
+    from dvfslab.job.policy import feature_needs, job_governor
 
+    feats = workload_features(args)
+    governed = replay or source is not None
+    # the board (or, without a progress source, its clocks) first: a learned governor is checked
+    # against its level table; a dry run on a machine without one says so and checks nothing
+    board = clocks = None
+    try:
+        if governed:
+            board = _board(args, feats, _say)
+        else:
+            clocks = _clock_control(args)
+    except DvfsError as err:
+        if not args.dry_run:
+            raise
+        _say(f"no board to check the model's level table against ({err})")
+    levels = board.levels if board is not None else clocks.levels_mhz() if clocks is not None else None
+    name = board.name if board is not None else _clocks_name(args)
     gov = job_governor(args.policy, args.model, max_slowdown_pct=args.max_slowdown, eta=args.eta,
-                       time_model=args.time_model, knob="power_limit_w" if args.knob == "power-limit" else None)
-    if source is None and not replay:
-        if gov.probing:
-            raise DvfsError(f"--policy {gov.name} measures the job while it runs: give it a progress source "
-                            "(--progress hf|lightning|steps, --progress-regex REGEX, --progress-file PATH or "
-                            "--progress-url URL --progress-metric NAME)")
-        return _run_static(args, gov)
+                       time_model=args.time_model, knob="power_limit_w" if args.knob == "power-limit" else None,
+                       levels=levels, board_name=name, map_levels=args.map_levels)
+    if getattr(gov, "knob_", None) == "setting":  # a joint model: GPU x EMC x CPU settings, checked on this board
+        board, levels = _joint(args, gov, board, clocks)
+    if not governed and gov.probing and not args.dry_run:
+        raise DvfsError(f"--policy {gov.name} measures the job while it runs: give it a progress source "
+                        "(--progress hf|lightning|steps, --progress-regex REGEX, --progress-file PATH or "
+                        "--progress-url URL --progress-metric NAME)")
+    need = feature_needs(gov, feats)  # refused before a word is said: one line
+    if need is not None and not args.dry_run and (need.missing or not governed or board.gpu_load is None):
+        raise DvfsError(str(need) + ("" if need.missing else
+                                     f"; {board.name} reports no GPU load: pass --gpu-util PCT" if governed else
+                                     _NOTHING_MEASURED))
+    _say(f"the governor: {gov.source_}")
     if args.dry_run:
-        print(f"dvfslab govern: {gov.name} decides while the job runs (probing it)" if gov.probing
-              else f"dvfslab govern: {gov.name} decides before the job and the job is measured", file=sys.stderr)
+        return _dry_run(gov, feats, levels)
+    if not governed:
+        return _run_static(args, gov, clocks, levels if getattr(gov, "knob_", None) == "setting" else None)
+    if need is not None:
+        _say(str(need))
+    return _run_governed(args, gov, source, board, feats)
+
+
+_NOTHING_MEASURED = ("; without a progress source nothing is measured: pass --gpu-util PCT, or a progress source "
+                     "(--progress ...) to measure it in the calibration windows")
+
+
+def _clocks_name(args) -> str:
+    return "the SIMULATED board" if args.backend == "sim" else "nvml" if args.backend == "nvml" else "jetson"
+
+
+def _dry_run(gov, feats: dict, levels) -> int:
+    """What the governor would do, without touching the board: a governor that decides from the
+    features prints its level (``default``: the board's own governor) on stdout, the why on
+    stderr; a probing one says it picks the level while the job runs."""
+    from dvfslab.job.policy import feature_needs
+
+    if gov.probing:
+        _say(f"{gov.name} probes the job and picks the level while the job runs (it needs a progress source): no "
+             "level before the job")
         return 0
-    return _run_governed(args, gov, source)
+    need = feature_needs(gov, feats)
+    if need is not None:
+        if need.missing:
+            raise DvfsError(str(need))
+        _say(f"{need}: the level is decided after the calibration windows, while the job runs")
+        return 0
+    level, why = _decide(gov, feats, levels)
+    _say(why)
+    print("default" if level is None else _words(gov, level))
+    return 0
 
 
-def _run_static(args, gov=None) -> int:
+def _joint(args, gov, board, clocks):
+    """A joint model (:mod:`dvfslab.job.joint`): its settings checked on this board before the job
+    starts; ``(board with the settings as levels, the setting indices)``."""
+    from dvfslab.job.joint import SHORT, check_joint, joint_board, joint_settings
+
+    knobs, settings = joint_settings(gov)
+    for name in ("emc", "cpu"):
+        if name in {SHORT[k] for k in knobs} and getattr(args, name, None) not in (None, "none"):
+            raise DvfsError(f"--{name}: the joint model sets the {name} clock itself (each of its settings); drop --{name}")
+    if board is not None:
+        board = joint_board(board, gov)
+    elif clocks is not None:
+        check_joint(clocks, knobs, settings, _clocks_name(args))
+    return board, [float(i) for i in range(len(settings))]
+
+
+def _words(gov, level) -> str:
+    """A level as printed: MHz (W), or a joint model's setting in words."""
+    if getattr(gov, "knob_", None) != "setting":
+        return format_mhz(level)
+    from dvfslab.data.knobs import format_setting
+    from dvfslab.job.joint import joint_settings
+
+    knobs, settings = joint_settings(gov)
+    return f"setting {int(level)}: {format_setting(knobs, settings[int(level)])}"
+
+
+def _decide(gov, feats: dict, levels):
+    """``decide`` (the level snapped to ``levels``), the why naming a joint setting's clocks."""
+    from dvfslab.governors.io import decide
+
+    level, why = decide(gov, feats, levels)
+    if level is not None and getattr(gov, "knob_", None) == "setting":
+        why = f"{gov.name}: {_words(gov, level)}"
+    return level, why
+
+
+def _run_static(args, gov=None, clocks=None, levels=None) -> int:
     """A governor that decides before the run, no progress source: lock, run, restore (as before)."""
-    from dvfslab.governors.io import decide, load_policy
+    from dvfslab.governors.io import load_policy
+    from dvfslab.job.policy import feature_needs
 
     if gov is None:
         gov = load_policy(args.policy, args.model, max_slowdown_pct=args.max_slowdown, time_model=args.time_model)
-    level, why = decide(gov, workload_features(args))
+    feats = workload_features(args)
+    need = feature_needs(gov, feats)
+    if need is not None:
+        raise DvfsError(str(need) + ("" if need.missing else _NOTHING_MEASURED))
+    level, why = _decide(gov, feats, levels if levels is not None else clocks.levels_mhz() if clocks is not None
+                         else None)
     print(f"dvfslab govern: {why}", file=sys.stderr, flush=True)
     if args.dry_run:
-        print("default" if level is None else format_mhz(level))
+        print("default" if level is None else _words(gov, level))
         return 0
-    clocks = _clock_control(args)
+    clocks = clocks if clocks is not None else _clock_control(args)
     args.freq, args.nearest = level, True  # a governor's level may come from another board's table
+    if level is not None and getattr(gov, "knob_", None) == "setting":  # the setting's clocks, pinned as --emc/--cpu
+        from dvfslab.job.joint import setting_pins
+
+        pins = setting_pins(gov, level)
+        args.freq = pins.get("gpu")
+        args.emc, args.cpu = pins.get("emc", args.emc), pins.get("cpu", args.cpu)
     return hardware.run_command(args, clocks, prog="dvfslab govern")
 
 
@@ -301,7 +410,7 @@ def _replay_board(args, say):
     return ReplayBoard(cell, units, sigma_sample=sigma, interval_s=float(interval), seed=args.seed).job_board()
 
 
-def _run_governed(args, gov, source) -> int:
+def _run_governed(args, gov, source, board, feats) -> int:
     from dvfslab.job.log import format_summary
     from dvfslab.job.runner import GovernedRun
 
@@ -310,12 +419,7 @@ def _run_governed(args, gov, source) -> int:
     if not cmd and not replay:
         raise DvfsError("no command given; usage: dvfslab govern ... -- CMD ARGS...")
     feed, parser, poller = source if source is not None else (None, None, None)
-
-    def say(text: str) -> None:
-        print(f"dvfslab govern: {text}", file=sys.stderr, flush=True)
-
-    feats = workload_features(args)
-    board = _board(args, feats, say)
+    say = _say
     # the replay board's progress states its length (as a bar's N/M would); --job-units overrides it
     job_units = args.job_units if args.job_units or not replay else board.feed.board.job_units
     run = GovernedRun(gov, board, workload=feats, feed=None if replay else feed, log=args.log,

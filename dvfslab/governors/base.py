@@ -404,6 +404,9 @@ class ProbingGovernor(Governor):
                                 "dvfslab.harness.online_callback.OnlineDvfsCallback")
         model = probe_model(probe)
         session = self.start(workload, probe.levels, model)
+        hand_over = getattr(probe, "on_session", None)  # a live probe tells the session of epoch ends
+        if hand_over is not None:
+            hand_over(session)
         while not session.done:
             level, units = session.next_probe()
             stretch = getattr(session, "stretch", None)  # a session not derived from ProbeSession: the default

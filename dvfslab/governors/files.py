@@ -10,7 +10,9 @@ A saved governor is::
 (``tags.saves``: constructor parameters, and fitted attributes without their trailing ``_``);
 ``board`` (optional): the board and level table it was learned on, ``{"name", "knob",
 "levels"}`` (:func:`board_of`), read back as the governor's ``board_`` — ``dvfslab govern``
-refuses a learned governor on a board of another table (:func:`dvfslab.job.policy.check_board`).
+refuses a learned governor on a board of another table (:func:`dvfslab.job.policy.check_board`);
+a joint model's record adds ``"knobs"`` and ``"settings"`` (its level ``i`` is ``settings[i]``),
+which ``dvfslab govern`` sets as clocks (:mod:`dvfslab.job.joint`).
 :func:`save_trained` writes every trained governor of a pipeline run under ``models/``.
 Loading imports only the policy's own module: ``dvfslab govern`` reads a tree, FFG or curve
 model without pandas, numpy or scikit-learn.
@@ -64,7 +66,10 @@ def board_of(sweep: Any) -> dict[str, Any]:
             device = {}
         if isinstance(device, Mapping):
             name = str(device.get("board") or device.get("gpu") or "")
-    return {"name": name or "unnamed board", "knob": sweep.knob.name, "levels": [float(f) for f in sweep.level_table]}
+    joint = getattr(sweep, "joint_knobs", ())
+    extra = {"knobs": list(joint), "settings": [[float(v) for v in s] for s in sweep.settings]} if joint else {}
+    return {"name": name or "unnamed board", "knob": sweep.knob.name, "levels": [float(f) for f in sweep.level_table],
+            **extra}
 
 
 def save_governor(governor: Governor, path: str | os.PathLike, board: Mapping[str, Any] | None = None) -> None:

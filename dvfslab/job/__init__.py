@@ -13,13 +13,16 @@ its whole-job summary — one code path on every board, the replayed dataset inc
 * :mod:`dvfslab.job.checks`: the reading noise of repeated windows, impossible windows;
 * :mod:`dvfslab.job.command`: a child command with its output passed through, signals forwarded;
 * :mod:`dvfslab.job.log`: the JSON-lines log, its summary (whole-job saving and slowdown, bootstrap intervals);
-* :mod:`dvfslab.job.policy`: any registry governor, from a pipeline run's folder or none.
+* :mod:`dvfslab.job.policy`: any registry governor, from a pipeline run's folder or none;
+* :mod:`dvfslab.job.joint`: a joint model's settings (GPU x EMC x CPU) as a board's levels, each
+  checked on the board before the job starts.
 
 No transformers: the in-process path (a ``Trainer`` callback) is :mod:`dvfslab.harness`.
 """
 
 from dvfslab.job.board import JobBoard, jetson_board, nvml_board, sim_board
 from dvfslab.job.command import Forwarder, Signalled, start_command
+from dvfslab.job.joint import joint_board
 from dvfslab.job.live import JobEnded, LiveProbe, SamplerMeter, SimMeter, Window, live_probe_model
 from dvfslab.job.log import JobLog, format_summary, read_summary, summary, whole_job
 from dvfslab.job.policy import job_governor
@@ -36,5 +39,5 @@ from dvfslab.job.runner import GovernedJob, GovernedRun
 __all__ = ["FileProgress", "Forwarder", "GovernedJob", "GovernedRun", "JobBoard", "JobEnded", "JobLog", "LineProgress",
            "LiveProbe", "ProgressFeed", "PrometheusProgress", "ReplayBoard", "ReplayCell", "SamplerMeter", "Signalled",
            "SimMeter", "Window", "cell_from_dataset", "format_summary", "govern_replay", "jetson_board",
-           "job_governor", "job_units_from", "live_probe_model", "nvml_board", "read_summary", "sim_board",
+           "job_governor", "joint_board", "job_units_from", "live_probe_model", "nvml_board", "read_summary", "sim_board",
            "start_command", "summary", "whole_job"]

@@ -31,7 +31,8 @@ class JobBoard:
     what the default clock runs at (None: the table's top); ``clock_knob``: a level is a clock
     (False: a power limit); ``restored``: the line saying the clocks are back; ``gpu_load``: the
     GPU's load now, % (its telemetry; None: none), read over the default-clock windows when the
-    user gave no ``gpu_util_pct``."""
+    user gave no ``gpu_util_pct``; ``describe(level)``: a level in words where it is not a clock
+    (a joint setting: :func:`dvfslab.job.joint.joint_board`)."""
 
     name: str
     levels: Sequence[float]
@@ -46,6 +47,7 @@ class JobBoard:
     clock_knob: bool = True
     restored: Callable[[], str] | None = None
     gpu_load: Callable[[], float | None] | None = None
+    describe: Callable[[float], str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def set_level(self, level: float | None) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 from dvfslab.core.errors import DvfsError
 from dvfslab.governors.probemodel import ProbeModel
 from dvfslab.job.checks import MAX_REREADS, Z_IMPOSSIBLE, cv, time_bounds
-from dvfslab.job.progress import ENDED, ProgressFeed
+from dvfslab.job.progress import ENDED, EPOCH_END, ProgressFeed
 from dvfslab.measure.windows import SENSOR_SAMPLES
 
 #: sensor readings a probe window reads at the least: the replay's figure (one constant)
@@ -208,6 +208,10 @@ class LiveProbe:
         self.meter, self.feed, self._set, self.on_window = meter, feed, set_level, on_window
         self.handled, self.stall_s, self.settle_s, self.unit, self.wait_s = handled, stall_s, float(settle_s), unit, wait_s
         self.default_level, self.clock_knob = default_level, clock_knob
+        #: called (in the governor's thread, in order with the units) when the feed reports an epoch end
+        self.on_epoch_end: Callable[[], None] | None = None
+        #: the probe session a probing governor opened on this probe (``on_session``), told of epoch ends
+        self.session = None
         self.model: ProbeModel | None = None
         self.phase = "probe"
         self.total = 0.0  # units reported so far
@@ -223,6 +227,7 @@ class LiveProbe:
         self.phase_before = "calibration"
         self._restarted = 0.0  # units of reads a stall restarted in the window running (charged to it)
         self._partial = (0.0, 0.0, 0.0, 0.0)  # (settle units, read units, read start, last event) of the window running
+        self._epoch_cut = False  # an epoch ended while a restarting session's read was open
         if getattr(meter, "stamps_on_arrival", False) and feed.clock is None:
             feed.clock = meter.now
 
@@ -248,6 +253,13 @@ class LiveProbe:
             if got is ENDED:
                 self.ended = True
                 raise JobEnded
+            if got is EPOCH_END:
+                if self.on_epoch_end is not None:
+                    self.on_epoch_end()
+                s = self.session
+                if s is not None and getattr(s, "restarts_at_epoch_end", False) and not s.done:
+                    self._epoch_cut = True  # the read open now restarts after the epoch end (Zeus)
+                continue
             total, stamp = got
             delta = total - self.total
             self.total = total
@@ -300,9 +312,22 @@ class LiveProbe:
         t0 = self._t_event if self._t_event is not None else self.meter.now()
         done, t_last = 0.0, t0
         self._partial = (0.0, 0.0, 0.0, 0.0)
+        self._epoch_cut = False
         while done < units - 1e-9 or t_last - t0 < min_s - 1e-12:
             self._partial = (0.0, done, t0, t_last)
             delta, stalled, stamp = self._next()
+            if self._epoch_cut and not stalled:
+                # Zeus's on_epoch_end: the window open at an epoch end is cancelled and read again
+                # from the epoch's first unit on; what ran stays the window's units (charged)
+                self._epoch_cut = False
+                self.meter.end()
+                self.on_window(Window("epoch-end", level, units=done + delta, t_end_s=stamp, measurement=False,
+                                      why=f"an epoch ended {done:g} {self.unit}(s) into this read: the session "
+                                          "restarts the window after it (Zeus's on_epoch_end); not a measurement"))
+                self.meter.begin()
+                self._restarted += done + delta
+                t0, done, t_last = stamp, 0.0, stamp
+                continue
             if stalled:
                 self.meter.end()
                 if self._said_silent:  # said while waiting (real time): restart without a second line
@@ -355,6 +380,10 @@ class LiveProbe:
                 "spreads")
 
     # -- the Probe protocol ---------------------------------------------------------------------
+    def on_session(self, session) -> None:
+        """A probing governor's session on this probe (:meth:`ProbingGovernor.decide` hands it over)."""
+        self.session = session
+
     def set_level(self, level: float | None) -> bool:
         """Lock ``level``; True when it changed (the next window settles first)."""
         level = None if level is None else float(level)

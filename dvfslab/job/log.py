@@ -1,7 +1,8 @@
 """The governed job's log: one JSON line per window, one summary line at the end.
 
 Each window line (:class:`~dvfslab.job.live.Window`): ``phase`` (``calibration``, ``baseline``
-— the default clock —, ``probe``, ``hold``, ``no-progress``), ``level`` (null: the default
+— the default clock —, ``probe``, ``hold``, ``no-progress``, ``epoch-end``: a probe read cut by an
+epoch end, its units charged to the window read again), ``level`` (null: the default
 clock), ``units`` / ``read_units``, ``time_s``, ``energy_j`` (CPU + GPU over the read units),
 ``energy_per_unit_j``, ``time_per_unit_s``, ``measurement`` (false: no progress, with ``why``),
 ``t_end_s`` and the decision state (``probes_so_far``). The summary line (``"summary": true``)
@@ -234,7 +235,7 @@ def summary(lines: Sequence[Mapping[str, Any]], *, policy: str, chosen_level: fl
     held = per_unit(lines, "hold")
     base = per_unit(lines, "baseline") + per_unit(lines, "calibration")
     pct, ci, ci_note = saving(held, base)
-    skipped = sum(1 for r in lines if r.get("measurement") is False)
+    skipped = sum(1 for r in lines if r.get("measurement") is False and r.get("phase") != "epoch-end")
     impossible = sum(1 for r in lines if r.get("measurement") is False and r.get("phase") in JOB_PHASES
                      and not r.get("late") and "ended" not in str(r.get("why", "")))
     from dvfslab.job.checks import window_noise
@@ -281,7 +282,9 @@ def format_summary(s: Mapping[str, Any]) -> str:
     length = (f"job length {s['job_units']:g} {unit}s ({s.get('job_units_source')})" if s.get("job_units")
               else "job length unknown")
     out = [f"dvfslab govern: {s.get('policy')}{label}: held {level}"
-           + ("" if s.get("decided", True) else " (no decision: the job ended while probing)")
+           + ("" if s.get("decided", True) else " (no decision: the job ended " + (
+               "while probing)" if s.get("probes") else "before the decision)" if s.get("probe_model")
+               else "during the calibration: see the note)"))
            + f"; {s.get('probes', 0)} probe window(s), {s.get('probe_units', 0):g} {unit}(s) probing; {length}"]
     jp = s.get("job_saving_pct")
     if jp is None:

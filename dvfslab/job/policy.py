@@ -41,7 +41,7 @@ from typing import Any
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.core.summaryfile import load_summary
-from dvfslab.data.knobs import DEFAULT_KNOB, KNOBS, get_knob
+from dvfslab.data.knobs import DEFAULT_KNOB, JOINT_LABELS, KNOBS, SETTING, get_knob
 from dvfslab.governors.base import Governor
 from dvfslab.governors.errors import GovernorError
 from dvfslab.governors.files import load_governor
@@ -101,12 +101,27 @@ class FeatureRequired(GovernorError):
 MEASURABLE = {"gpu_util_pct": "the GPU's load (%), measured in the calibration windows at the default clock"}
 
 
-def features_read(governor: Governor) -> list[str]:
-    """The workload features a governor's decision reads (a tree: those its nodes split on; the
-    curve model: its features; others: none)."""
+def _lacks(given: Mapping[str, Any], feature: str) -> bool:
+    value = given.get(feature)
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def features_read(governor: Governor, given: Mapping[str, Any] | None = None) -> list[str]:
+    """The workload features a governor's decision reads (a tree: those its nodes split on — with
+    ``given``, those on the path the given features take, down to the first node whose feature is
+    not given; the curve model: its features; others: none)."""
     tree = getattr(governor, "tree_", None)
     if isinstance(tree, Mapping):
-        return sorted({n["feature"] for n in tree.get("nodes", ()) if isinstance(n, Mapping) and "feature" in n})
+        nodes = [n for n in tree.get("nodes", ()) if isinstance(n, Mapping)]
+        if given is None or not nodes:
+            return sorted({n["feature"] for n in nodes if "feature" in n})
+        node, seen = nodes[0], []
+        while "feature" in node and len(seen) <= len(nodes):
+            seen.append(node["feature"])
+            if _lacks(given, node["feature"]):
+                break
+            node = nodes[node["left"] if float(given[node["feature"]]) <= node["threshold"] else node["right"]]
+        return sorted(set(seen))
     curve = getattr(governor, "curve_", None)
     if isinstance(curve, Mapping):
         return list(curve.get("features", ()))
@@ -114,11 +129,11 @@ def features_read(governor: Governor) -> list[str]:
 
 
 def feature_needs(governor: Governor, given: Mapping[str, Any]) -> FeatureRequired | None:
-    """What the governor reads that ``given`` lacks (None: nothing): to measure, or to pass."""
+    """What the governor reads that ``given`` lacks (None: nothing): to measure, or to pass (a
+    tree: on the path the given features take, :func:`features_read`)."""
     from dvfslab.governors.io import FEATURE_FLAGS
 
-    lacking = [f for f in features_read(governor)
-               if given.get(f) is None or (isinstance(given.get(f), float) and given[f] != given[f])]
+    lacking = [f for f in features_read(governor, given) if _lacks(given, f)]
     if not lacking:
         return None
     measure = [f for f in lacking if f in MEASURABLE]
@@ -219,6 +234,8 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
                 raise GovernorError(f"--policy {policy} cannot govern a new job: "
                                     f"{cls.command_line or 'it needs a sweep to fit'}") from None
     knob = knob or DEFAULT_KNOB
+    if knob == DEFAULT_KNOB and gov.knob_ == SETTING and cls.needs_training:
+        knob = SETTING  # a joint model learned on GPU x EMC x CPU settings (checked below and on the board)
     untrained = (policy == "search" and getattr(gov, "prior_", None) is None) or \
         (policy == "voi" and not getattr(gov, "curves_", None))
     learned = cls.needs_training and not untrained
@@ -229,7 +246,17 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
         raise GovernorError(f"this {policy} governor decides {get_knob(gov.knob_).label} levels "
                             f"({get_knob(gov.knob_).unit}); dvfslab govern sets {what} here")
     gov.learned_ = learned
-    mapped = check_board(gov, levels, knob, board_name, map_levels, where) if levels is not None and learned else ""
+    joint = ""
+    if knob == SETTING:  # a joint model: its levels are setting indices, set as clocks by dvfslab.job.joint
+        from dvfslab.job.joint import joint_settings
+
+        knobs, settings = joint_settings(gov)
+        joint = f"{len(settings)} joint settings of {' × '.join(JOINT_LABELS.get(k, k) for k in knobs)}"
+        if map_levels is not None:
+            raise GovernorError(f"{where or policy}: a joint model's settings are set as they are (each checked on "
+                                "this board before the job starts); --map-levels maps one knob's levels only")
+    mapped = (check_board(gov, levels, knob, board_name, map_levels, where)
+              if levels is not None and learned and not joint else "")
     times = load_governor(time_model, policy="curve").model if time_model is not None else None
     obj = objective(max_slowdown_pct, eta, times)
     out = gov if obj is None else gov.with_params(objective=obj)
@@ -238,5 +265,5 @@ def job_governor(policy: str, model: str | os.PathLike | None = None, *, max_slo
             f"{policy}, untrained ({'the middle of the table as its start' if policy == 'search' else 'its U-shaped prior'})"
             if policy in UNTRAINED_OK else policy)
     out.source_ = ("the recommended governor of " + f"{run}/summary.json: " if recommended else "") + what + \
-        (f"; {mapped}" if mapped else "")
+        (f"; {mapped}" if mapped else "") + (f"; {joint}" if joint else "")
     return out

@@ -41,6 +41,8 @@ from dvfslab.core.errors import DvfsError
 
 #: the event a feed carries when the command has exited
 ENDED = None
+#: the event a feed carries when the job's epoch ended
+EPOCH_END = ("epoch-end",)
 
 
 class ProgressError(DvfsError):
@@ -66,6 +68,7 @@ PRESETS = {
 _STEP = re.compile(r"\bstep[s]?\s*[:=#]?\s*(\d+)\b(?:\s*/\s*(\d+))?", re.IGNORECASE)
 _BAR = re.compile(r"(?<![\d/])(\d+)/(\d+)\s*\[")
 _HF_LOG = re.compile(r"\{[^{}]*'loss'[^{}]*'epoch':\s*([0-9.eE+-]+)[^{}]*\}")
+_HF_EPOCH = re.compile(r"\{[^{}]*'epoch':\s*([0-9.eE+-]+)[^{}]*\}")
 _LIGHTNING = re.compile(r"^\s*Epoch\s+(\d+):.*?(?<![\d/])(\d+)/(\d+)\s*\[")
 
 
@@ -88,6 +91,13 @@ class ProgressFeed:
         self.clock = clock
         self.job_units: float | None = None
         self.job_units_source = ""
+        #: output lines read and those that reported progress, and what read them (a
+        #: :class:`LineProgress`; None: the source reads no lines), for the message when none matched
+        self.lines_read: int | None = None
+        self.lines_matched = 0
+        self.lines_reader = ""
+        #: epoch ends the source reported (the hf preset's ``'epoch'`` crossing a whole number)
+        self.epochs_ended = 0
         self._lock = threading.Lock()
 
     def put(self, total: float) -> None:
@@ -104,12 +114,18 @@ class ProgressFeed:
             return
         self.job_units, self.job_units_source = float(units), source
 
+    def epoch_end(self) -> None:
+        """The job's epoch ended (the source says so): an :data:`EPOCH_END` event, in order with
+        the totals, for a governor whose probe session restarts a window at an epoch end."""
+        self.epochs_ended += 1
+        self._q.put(EPOCH_END)
+
     def end(self) -> None:
         self._q.put(ENDED)
 
     def get(self, timeout_s: float | None) -> tuple[float, float | None] | None:
-        """``(total, arrival time or None)``; :data:`ENDED` once the command has exited; raises
-        ``queue.Empty`` after ``timeout_s``."""
+        """``(total, arrival time or None)``; :data:`EPOCH_END` when the job's epoch ended;
+        :data:`ENDED` once the command has exited; raises ``queue.Empty`` after ``timeout_s``."""
         return self._q.get(timeout=timeout_s)
 
 
@@ -150,7 +166,10 @@ class LineProgress:
         if (regex is None) == (preset is None):
             raise ProgressError("give one of --progress-regex REGEX or --progress PRESET")
         self.feed, self.preset = feed, preset
+        feed.lines_read, feed.lines_matched = 0, 0
+        feed.lines_reader = f"--progress {preset}" if preset is not None else f"--progress-regex {regex!r}"
         self._count = 0.0
+        self._epoch: float | None = None  # the hf log lines' last 'epoch' (an epoch end: it crosses a whole number)
         self._bar_total: int | None = None
         self._kind: str | None = None  # hf: "bar" or "log", whichever is seen first
         if preset is not None:
@@ -181,9 +200,24 @@ class LineProgress:
             self._partial = ""
 
     def line(self, line: str) -> None:
+        self.feed.lines_read += 1
         total = self.parse(line)
         if total is not None:
+            self.feed.lines_matched += 1
             self.feed.put(total)
+        if self.preset == "hf":
+            self._epoch_end(line)
+
+    def _epoch_end(self, line: str) -> None:
+        """The Trainer's log lines' ``'epoch': E``: an epoch ended when E reaches the next whole
+        number (``0.98`` then ``1.02``, or ``1.0``)."""
+        m = _HF_EPOCH.search(line)
+        epoch = _number(m.group(1)) if m else None
+        if epoch is None:
+            return
+        before, self._epoch = self._epoch, epoch
+        if int(epoch + 1e-9) > int((before or 0.0) + 1e-9):
+            self.feed.epoch_end()
 
     def parse(self, line: str) -> float | None:
         """The running total this line reports (None: no progress in it)."""

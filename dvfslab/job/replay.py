@@ -188,7 +188,8 @@ def govern_replay(governor, cell: ReplayCell, job_units: float, seed: int = 0, *
 
     board = ReplayBoard(cell, job_units, sigma_sample=sigma_sample, interval_s=interval_s, settle_s=settle_s, seed=seed)
     run = GovernedRun(governor, board.job_board(), workload=workload, log=log, baseline_windows=baseline_windows,
-                      job_units=job_units if known_units == "job" else known_units, unit=cell.unit)
+                      job_units=job_units if known_units == "job" else known_units, unit=cell.unit,
+                      require_features=False)  # a dataset's workload: its missing features are the dataset's
     run.run()
     out = dict(run.finish())
     t, e = cell.default

@@ -59,17 +59,22 @@ class GovernedRun:
     ``feed``: the job's progress (default: the board's own, else a new feed the caller fills —
     :meth:`report`, or a command's output through :meth:`run_command`); ``job_units``: the job's
     length when the caller knows it (else the feed's, when its source states it); ``log``: a
-    :class:`~dvfslab.job.log.JobLog` or a path; ``say``: where the one-line messages go."""
+    :class:`~dvfslab.job.log.JobLog` or a path; ``say``: where the one-line messages go;
+    ``require_features``: a feature the governor reads and the workload lacks (after the GPU
+    utilisation is measured) stops the run before the decision (False: the governor handles it,
+    as the replay of a dataset's workload does)."""
 
     def __init__(self, governor: Governor, board: JobBoard, *, workload: Mapping[str, Any] | None = None,
                  feed: ProgressFeed | None = None, log: JobLog | str | None = None, job_units: float | None = None,
                  baseline_windows: int = BASELINE_WINDOWS, stall_s: float | None = None,
-                 say: Callable[[str], None] = lambda s: None, unit: str | None = None):
+                 say: Callable[[str], None] = lambda s: None, unit: str | None = None,
+                 require_features: bool = True):
         if baseline_windows < 1:
             raise DvfsError(f"--baseline-windows must be >= 1 (the first is the calibration), got {baseline_windows}")
         if job_units is not None and not job_units > 0:
             raise DvfsError(f"--job-units must be > 0, got {job_units!r}")
         self.governor, self.board, self.workload = governor, board, dict(workload or {})
+        self.require_features = require_features
         self.feed = feed if feed is not None else (board.feed if board.feed is not None else ProgressFeed())
         if job_units is not None:
             self.feed.job_units, self.feed.job_units_source = float(job_units), "given (job_units / --job-units)"
@@ -79,6 +84,7 @@ class GovernedRun:
                                handled=board.handled, stall_s=stall_s, settle_s=board.settle_s,
                                unit=unit or self.feed.unit, default_level=board.default_level,
                                clock_knob=board.clock_knob)
+        self.probe.on_epoch_end = self._epoch_end
         self.probes = 0
         self.decision = None
         self.level: float | None = None
@@ -133,6 +139,39 @@ class GovernedRun:
                         "source": "measured: the GPU load over the default-clock windows"})
         self.say(f"GPU utilisation {util:.3g} % measured over the default-clock windows (no --gpu-util given)")
 
+    def _check_features(self) -> None:
+        """Every feature the governor reads is given or was measured (:func:`~dvfslab.job.policy.check_features`):
+        else :class:`~dvfslab.job.policy.FeatureRequired` — never a training median."""
+        from dvfslab.job.policy import check_features
+
+        if self.require_features:
+            check_features(self.governor, self.workload)
+
+    def _epoch_end(self) -> None:
+        """The progress source reported an epoch end: the probe session (Zeus's restarts its
+        unfinished window there) is told, and the log says so."""
+        session = self.probe.session
+        tell = getattr(session, "epoch_end", None) if session is not None and not session.done else None
+        if tell is not None:
+            tell()
+        self.log.write({"event": "epoch-end", "units_done": self.probe.total, "session_told": tell is not None})
+
+    def epoch_end(self) -> None:
+        """The job's epoch ended (a Python loop's, or a ``TrainerCallback``'s ``on_epoch_end``):
+        handed to the governor's thread in order with the units reported."""
+        self.feed.epoch_end()
+
+    def _ended_note(self) -> str:
+        """Why the job ended before the governor decided: the lines read when none reported progress."""
+        p, f = self.probe, self.feed
+        if p.model is None and f.lines_read is not None and f.lines_matched == 0:
+            return (f"{f.lines_matched} of {f.lines_read} output lines matched {f.lines_reader}: the command printed "
+                    "no progress it reads; check its output or give --progress-regex")
+        where = " (while probing)" if p.model is not None else " (during the calibration at the default clock"
+        if p.model is None and f.lines_read is not None:
+            where += f"; {f.lines_matched} of {f.lines_read} output lines matched {f.lines_reader}"
+        return "the job ended before the governor decided" + where + ("" if p.model is not None else ")")
+
     def _plan(self) -> dict[str, Any]:
         """The job's length the governor plans with (module doc)."""
         done = self.probe.total
@@ -159,12 +198,16 @@ class GovernedRun:
         """Calibrate, baseline, decide, hold until the progress ends (module doc); returns
         :attr:`decision`. The board is not restored here (:meth:`finish` does)."""
         p = self.probe
+        source = getattr(self.governor, "source_", None)
+        if source:
+            self.log.write({"event": "governor", "policy": self.governor.name, "source": source})
         try:
             p.calibrate()
             for _ in range(self.baseline_windows - 1):
                 p.window(None, p.model.window(None), "baseline")
             self._noise()
             self._features()
+            self._check_features()
             self.log.write({"event": "probe-model", "tau_s": p.tau_s, **p.model.describe()})
             workload = self._plan()
             p.phase = "probe"
@@ -174,18 +217,18 @@ class GovernedRun:
                 self.decision = self.governor.decide(workload)
             level = self.decision.level
             self.level = None if level is None else snap_mhz(float(level), p.levels)
+            words = None if self.level is None or self.board.describe is None else self.board.describe(self.level)
             self.log.write({"event": "decision", "level": self.level, "decided_level": level,
                             "probes": self.probes, "probe_units": self.decision.probe_units,
-                            "note": self.decision.note})
+                            "note": self.decision.note, **({"setting": words} if words else {})})
             self.say(f"{self.governor.name} decided "
-                     + ("the default clock" if self.level is None else f"{self.level:g}")
+                     + ("the default clock" if self.level is None else words or f"{self.level:g}")
                      + f" after {self.probes} probe window(s)" + (f" ({self.decision.note})" if self.decision.note else ""))
             while True:
                 p.window(self.level, p.model.window(self.level), "hold")
         except JobEnded:
             if self.decision is None:
-                self.note = "the job ended before the governor decided" + (
-                    " (while probing)" if p.model is not None else " (during the calibration at the default clock)")
+                self.note = self._ended_note()
         except GovernorError as err:
             self.note = f"the governor failed: {err}"
             raise
