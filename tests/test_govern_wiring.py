@@ -231,3 +231,19 @@ def test_govern_says_no_line_matched_on_the_console(capsys):
     assert rc == 0, err
     assert "0 of 2 output lines matched --progress hf: the command printed no progress it reads" in err
     assert "no decision: the job ended during the calibration: see the note" in err
+
+
+def test_govern_offers_the_contracts_model_types_and_invents_no_transformer_feature():
+    """`--model-type` offers what a dataset may record; a CNN job gets no `is_decoder` (the
+    feature does not apply to it), an encoder 0 and a decoder 1."""
+    import argparse
+
+    from dvfslab.cli.govern import GOVERN_MODEL_TYPES, workload_features
+    from dvfslab.data.contract import MODEL_TYPES
+
+    assert tuple(GOVERN_MODEL_TYPES) == tuple(MODEL_TYPES)
+    base = dict(hf_config=None, n_layers=None, hidden_size=None, avg_seq_len=None, gpu_util_pct=None, params_m=None)
+    cnn = workload_features(argparse.Namespace(**base, model_type="cnn"))
+    assert "is_decoder" not in cnn and cnn["model_type"] == "cnn"
+    assert workload_features(argparse.Namespace(**base, model_type="encoder"))["is_decoder"] == 0.0
+    assert workload_features(argparse.Namespace(**base, model_type="decoder"))["is_decoder"] == 1.0

@@ -106,7 +106,9 @@ def register(sub) -> None:
                    help="average tokenized sequence length of the training data")
     f.add_argument("--gpu-util", type=float, dest="gpu_util_pct", metavar="PCT",
                    help="GPU utilization of the job at the default clocks, %% (e.g. from jtop)")
-    f.add_argument("--model-type", choices=("encoder", "decoder"), help="encoder-only or decoder-only")
+    f.add_argument("--model-type", choices=GOVERN_MODEL_TYPES,
+                   help="encoder-only or decoder-only transformer, or a cnn / rnn / other job (the transformer "
+                        "features do not apply to those: they stay missing, never invented)")
     f.add_argument("--params-m", type=float, dest="params_m", metavar="M", help="parameters, millions")
     p.add_argument("--backend", type=_backend_name, default="auto", metavar="{auto,jetson,nvml,sim,replay:DATASET}",
                    help="clock control and power: the Jetson's sysfs (auto), NVML (a desktop or datacenter GPU), "
@@ -138,6 +140,11 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: the dataset contract's model types (dvfslab.data.contract.MODEL_TYPES; named here so that
+#: `dvfslab govern` starts without pandas; tests/test_govern_wiring.py checks they agree)
+GOVERN_MODEL_TYPES = ("encoder", "decoder", "cnn", "rnn", "other")
+
+
 def _backend_name(text: str) -> str:
     if text in ("auto", "jetson", "nvml", "sim") or (text.startswith("replay:") and len(text) > len("replay:")):
         return text
@@ -152,8 +159,10 @@ def workload_features(args) -> dict:
     for key in ("n_layers", "hidden_size", "avg_seq_len", "gpu_util_pct", "params_m"):
         if getattr(args, key) is not None:
             feats[key] = getattr(args, key)
-    if args.model_type is not None:
+    if args.model_type in ("encoder", "decoder"):
         feats["is_decoder"] = 1.0 if args.model_type == "decoder" else 0.0
+    if args.model_type is not None:
+        feats["model_type"] = args.model_type
     feats.setdefault("workload_id", "command-line workload")
     return feats
 
