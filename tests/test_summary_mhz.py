@@ -80,8 +80,8 @@ def test_the_figures_name_a_joint_level_by_its_clocks(sweep):
     fig = P.u_curves(levels, optima, True, knob=sweep.knob, format_level=sweep.format_level)
     fig.canvas.draw()
     ticks = {t.get_text() for ax in fig.axes if ax.get_visible() for t in ax.get_xticklabels()} - {""}
-    assert ticks and ticks <= {"GPU 306\nEMC 2133 MHz", "GPU 306\nEMC 3199 MHz", "GPU 714\nEMC 2133 MHz",
-                               "GPU 714\nEMC 3199 MHz", "GPU 1300.5\nEMC 2133 MHz", "GPU 1300.5\nEMC 3199 MHz"}
+    assert ticks and ticks <= {"GPU 306\nEMC 2133", "GPU 306\nEMC 3199", "GPU 714\nEMC 2133",
+                               "GPU 714\nEMC 3199", "GPU 1300.5\nEMC 2133", "GPU 1300.5\nEMC 3199"}
     assert {ax.get_xlabel() for ax in fig.axes if ax.get_visible()} == {"joint setting (MHz)"}
 
 

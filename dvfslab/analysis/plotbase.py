@@ -14,7 +14,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from dvfslab.data.knobs import SETTING, Knob
 
 #: ticks on an axis of joint settings (each tick names a setting's clocks, several lines)
-SETTING_TICKS = 5
+SETTING_TICKS = 4
 
 METRIC_LABELS = {"time_rel": "time / baseline", "power_rel": "power / baseline", "energy_rel": "energy / baseline",
                  "saving_pct": "energy saving vs baseline (%)", "slowdown_pct": "slowdown vs baseline (%)",
@@ -55,13 +55,15 @@ def joint(knob: Knob, format_level: Callable[[float], str] | None) -> bool:
     return format_level is not None and knob.name == SETTING
 
 
-def level_text(level: float, knob: Knob, format_level: Callable[[float], str] | None, sep: str = "\n") -> str:
+def level_text(level: float, knob: Knob, format_level: Callable[[float], str] | None, sep: str = "\n",
+               unit: bool = True) -> str:
     """A level as a figure writes it: a joint setting's clocks one per line (``"GPU 714\nEMC 2133
-    MHz"``: ``Sweep.format_level``'s words), else the knob's (``"714 MHz"``)."""
+    MHz"``: ``Sweep.format_level``'s words; without the unit, for a tick on an axis that names it:
+    ``"GPU 714\nEMC 2133"``), else the knob's (``"714 MHz"``)."""
     if not joint(knob, format_level):
         return knob.format(float(level))
-    parts = format_level(float(level)).split(" × ")
-    return sep.join([p.removesuffix(" MHz") for p in parts[:-1]] + parts[-1:])
+    parts = [p.removesuffix(" MHz") for p in format_level(float(level)).split(" × ")]
+    return sep.join(parts) + (" MHz" if unit else "")
 
 
 def level_axis(ax, knob: Knob, format_level: Callable[[float], str] | None = None, axis: str = "x") -> None:
@@ -76,7 +78,7 @@ def level_axis(ax, knob: Knob, format_level: Callable[[float], str] | None = Non
         index = round(value)
         if abs(value - index) > 1e-9 or format_level(index) == knob.format(index):  # no setting's index
             return ""
-        return level_text(index, knob, format_level)
+        return level_text(index, knob, format_level, unit=False)
 
     target = ax.xaxis if axis == "x" else ax.yaxis
     target.set_major_locator(MaxNLocator(nbins=SETTING_TICKS, integer=True))
