@@ -159,3 +159,34 @@ def test_a_gpu_only_knob_is_the_plain_plan_of_the_levels_drawn():
     plan = make_plan([WORKLOAD], [], knob_tables={"gpu": GPU}, design="lhs", n_settings=2, seed=0, maxn=False)
     assert not plan.joint and plan.levels_mhz == (306.0, 1020.0)
     assert plan == make_plan([WORKLOAD], [306.0, 1020.0], maxn=False)
+
+
+def test_a_twin_joint_sweep_pins_the_cpu_clock_of_each_run_and_takes_the_boards_tables(tmp_path, capsys):
+    """#37 item 4: the twin's joint space is the board's. ``emc=all`` is the AGX Orin's EMC table
+    (204, 665.6, 2133, 3199 MHz: docs/hardware.md, E5), a ``cpu=`` subset is pinned per run and
+    each run records its CPU clock as requested, pinned and read back at that value; ``cpu=all`` is
+    the cpufreq table of the module record, 115.2 MHz in steps of 76.8 MHz to 2188.8, then the
+    clusters' top, 2201.6 (28 + 1 = 29 levels)."""
+    out = tmp_path / "t"
+    code = main(["sweep", "--backend", "sim", "--out", str(out), "--workloads", WORKLOAD, "--no-progress", "--no-maxn",
+                 "--knob", "gpu=306,1300.5", "--knob", "emc=all", "--knob", "cpu=729.6,2201.6",
+                 "--steps", "4", "--warmup-steps", "1", "--step-rows", "0", "--idle-s", "0"])
+    assert code == 0, capsys.readouterr().err
+    runs = pd.read_csv(out / "runs.csv")
+    want = sorted((g, e, c) for g in (306.0, 1300.5) for e in (204.0, 665.6, 2133.0, 3199.0) for c in (729.6, 2201.6))
+    assert len(runs) == 16
+    assert sorted(zip(runs["gpu_freq_mhz"], runs["emc_freq_mhz"], runs["cpu_freq_mhz"], strict=True)) == want
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["knobs"] == ["gpu_freq_mhz", "emc_freq_mhz", "cpu_freq_mhz"] and meta["source"] == "simulated"
+    for run_id, cpu in zip(runs["run_id"], runs["cpu_freq_mhz"], strict=True):
+        pin = json.loads((out / "runs" / f"{run_id}.json").read_text())["extras"]["pins"]["cpu"]
+        assert pin["pinned"] and pin["verified"]
+        assert pin["requested_mhz"] == pytest.approx(cpu, abs=1e-9) and pin["measured_mhz"] == pytest.approx(cpu, abs=1e-9)
+        assert f"_cpu{cpu:g}__" in run_id
+    out2 = tmp_path / "u"
+    code = main(["sweep", "--backend", "sim", "--out", str(out2), "--workloads", WORKLOAD, "--no-progress", "--no-maxn",
+                 "--knob", "gpu=306", "--knob", "cpu=all", "--steps", "2", "--warmup-steps", "0",
+                 "--step-rows", "0", "--idle-s", "0"])
+    assert code == 0, capsys.readouterr().err
+    cpu_all = sorted(pd.read_csv(out2 / "runs.csv")["cpu_freq_mhz"])
+    assert cpu_all == pytest.approx([115.2 + 76.8 * k for k in range(28)] + [2201.6], abs=1e-6)

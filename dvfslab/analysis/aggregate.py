@@ -40,7 +40,14 @@ from dvfslab.core.errors import SweepError  # one definition, shared with dvfsla
 from dvfslab.core.files import atomic_write_json, atomic_write_text
 from dvfslab.core.levels import snap_mhz
 from dvfslab.data.contract import Dataset
-from dvfslab.data.knobs import DEFAULT_KNOB, Knob, format_setting, get_knob, setting_mhz
+from dvfslab.data.knobs import (
+    DEFAULT_KNOB,
+    JOINT_LABELS,
+    Knob,
+    format_setting,
+    get_knob,
+    setting_mhz,
+)
 
 MEASURES: tuple[str, ...] = ("time_s", "energy_j", "energy_gpu_j", "energy_cpu_j", "avg_power_w", "gpu_util_pct")
 
@@ -155,7 +162,7 @@ class Sweep:
         levels, energy, time = self.curve(workload_id)
         i = int(np.searchsorted(levels, float(level) - 1e-6))
         if not (i < levels.size and abs(levels[i] - float(level)) <= 1e-6):
-            raise SweepError(f"workload {workload_id!r} was not measured at {self.knob.format(float(level))}")
+            raise SweepError(f"workload {workload_id!r} was not measured at {self.format_level(float(level))}")
         return float(energy[i]), float(time[i])
 
     def baseline_of(self, workload_id: str) -> tuple[float, float]:
@@ -178,10 +185,12 @@ class Sweep:
         return [setting_mhz(self.joint_knobs, s) for s in self.settings] if self.joint_knobs else []
 
     def format_level(self, level: float) -> str:
-        """A level in words for a label: ``"GPU 714 MHz × EMC 2133 MHz"`` (a joint setting), ``"714 MHz"``."""
-        if not self.joint_knobs:
+        """A level in words for a label: ``"GPU 714 MHz × EMC 2133 MHz"`` (a joint setting), ``"714 MHz"``;
+        a joint level that is no setting's index (``2.5``, ``-1``) keeps the knob's words (``"setting 2.5"``)."""
+        index = round(float(level))
+        if not self.joint_knobs or abs(float(level) - index) > 1e-9 or not 0 <= index < len(self.settings):
             return self.knob.format(float(level))
-        return format_setting(self.joint_knobs, self.settings[int(round(float(level)))])
+        return format_setting(self.joint_knobs, self.settings[index])
 
     def oracle_level(self, workload_id: str) -> float:
         """The measured level with the least mean energy (ties: the lowest level)."""
@@ -277,12 +286,36 @@ def optimal_levels(sweep: Sweep) -> pd.DataFrame:
 def characterization_summary(optima: pd.DataFrame, sweep: Sweep) -> dict:
     """The ``characterization`` section of summary.json, over every workload of the sweep:
     ``optimal_level_range`` (the lowest and highest least-energy level), ``level_table``, and
-    ``knob`` / ``knob_unit`` saying what the levels are."""
-    return {"optimal_level_range": {"min": float(optima["opt_level"].min()),
-                                    "max": float(optima["opt_level"].max())},
-            "level_table": list(sweep.level_table), "knob": sweep.knob.name, "knob_unit": sweep.knob.unit,
-            "u_shaped_fraction": float(optima["u_shaped"].mean()),
-            "n_workloads": int(len(optima))}
+    ``knob`` / ``knob_unit`` saying what the levels are. A joint dataset's levels are indices, so
+    it also names them in MHz: ``knobs`` (its clocks), ``settings_mhz`` (setting ``i`` is level
+    ``i``, ``{"gpu_freq_mhz": 714.0, "emc_freq_mhz": 2133.0}``), ``optimal_settings_mhz`` (the
+    distinct least-energy settings, in level order) and ``optimal_setting_range_mhz`` (each clock's
+    lowest and highest value over them)."""
+    out = {"optimal_level_range": {"min": float(optima["opt_level"].min()),
+                                   "max": float(optima["opt_level"].max())},
+           "level_table": list(sweep.level_table), "knob": sweep.knob.name, "knob_unit": sweep.knob.unit,
+           "u_shaped_fraction": float(optima["u_shaped"].mean()),
+           "n_workloads": int(len(optima))}
+    if sweep.joint_knobs:
+        optimal = [sweep.setting_of(level) for level in sorted(set(optima["opt_level"].astype(float)))]
+        out.update({"knobs": list(sweep.joint_knobs), "settings_mhz": sweep.settings_mhz(),
+                    "optimal_settings_mhz": optimal,
+                    "optimal_setting_range_mhz": {k: {"min": min(s[k] for s in optimal), "max": max(s[k] for s in optimal)}
+                                                  for k in sweep.joint_knobs}})
+    return out
+
+
+def optimal_range_words(char: dict, sweep: Sweep) -> str:
+    """Where the least-energy levels lie, in words for notebook 01: ``"between 510 and 612 MHz"``;
+    a joint dataset's by each clock's range (``char["optimal_setting_range_mhz"]``, from
+    :func:`characterization_summary`): ``"at GPU 714 MHz × EMC 2133–3199 MHz"``."""
+    if not sweep.joint_knobs:
+        spot = char["optimal_level_range"]
+        return f"between {spot['min']:g} and {spot['max']:g} {sweep.knob.unit}"
+    ranges = char["optimal_setting_range_mhz"]
+    parts = [f"{JOINT_LABELS.get(k, k)} " + (f"{r['min']:g}" if r["min"] == r["max"] else f"{r['min']:g}–{r['max']:g}")
+             + " MHz" for k, r in ((k, ranges[k]) for k in sweep.joint_knobs)]
+    return "at " + " × ".join(parts)
 
 
 def relative_levels(sweep: Sweep) -> pd.DataFrame:

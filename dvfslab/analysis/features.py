@@ -115,11 +115,11 @@ def cannot_learn(sweep: Sweep, train: pd.DataFrame, candidates: Iterable[str] = 
     ids = set(train["workload_id"])
     measured = sorted(set(sweep.levels.loc[sweep.levels["workload_id"].isin(ids), "level"]))
     if len(measured) < 2:
-        return f"one {sweep.knob.label} was measured ({', '.join(map(sweep.knob.format, measured)) or 'none'})"
+        return f"one {sweep.knob.label} was measured ({', '.join(map(sweep.format_level, measured)) or 'none'})"
     why = []
     optima = {sweep.oracle_level(w) for w in ids}
     if len(optima) == 1 and not curves:
-        why.append(f"every training workload has its least energy at {sweep.knob.format(optima.pop())}")
+        why.append(f"every training workload has its least energy at {sweep.format_level(optima.pop())}")
     used, dropped = usable_features(train, candidates)
     if not used:
         why.append(f"no feature varies over the {n} training workloads ({'; '.join(dropped.values()) or 'none offered'})")

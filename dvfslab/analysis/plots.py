@@ -7,11 +7,14 @@ The frames come from :mod:`dvfslab.analysis.aggregate`, :mod:`dvfslab.analysis.f
 module imports neither); the notebooks save the figures. Levels are knob-neutral (column
 ``level``); figures with an axis of levels take ``knob`` (``Sweep.knob``; default the GPU clock
 in MHz) and label that axis, and the title, from it: a power-limit sweep reads "GPU power limit (W)".
+A joint dataset's level is a setting's index: given ``format_level`` (``Sweep.format_level``), its
+figures name each setting by its clocks in MHz (ticks, leaves, cells: ``plotbase.level_text``),
+never "setting 5".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -37,6 +40,9 @@ from dvfslab.analysis.plotbase import (  # noqa: F401
     _finish,
     _finish_grid,
     _note,
+    joint,
+    level_axis,
+    level_text,
     title,
 )
 from dvfslab.data.knobs import Knob, get_knob
@@ -47,7 +53,8 @@ def _model_colors(models: Sequence[str]) -> dict[str, Any]:
     return dict(zip(models, sns.color_palette("viridis", len(models)), strict=True))
 
 
-def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -> Figure:
+def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None,
+                 format_level: Callable[[float], str] | None = None) -> Figure:
     """Time, power and energy relative to the baseline vs level: one panel per metric,
     one line per workload, coloured by model (ordered by size).
 
@@ -66,7 +73,7 @@ def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -
             ax.plot(line["level"], line["value"], color=colors[model], lw=1, alpha=0.8)
         ax.axhline(1.0, color="black", lw=0.7, ls=":")
         ax.set_title(METRIC_LABELS.get(metric, metric))
-        ax.set_xlabel(knob.axis_label)
+        level_axis(ax, knob, format_level)
     axes[0][0].set_ylabel("relative to baseline (1 = baseline)")
     handles = [plt.Line2D([], [], color=colors[m], lw=2) for m in order]
     fig.legend(handles, order, title="model", loc="center right", fontsize=7)
@@ -76,7 +83,7 @@ def sweep_curves(rel: pd.DataFrame, simulated: bool, knob: Knob | None = None) -
 
 
 def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wrap: int = 4,
-             knob: Knob | None = None) -> Figure:
+             knob: Knob | None = None, format_level: Callable[[float], str] | None = None) -> Figure:
     """Energy (kJ) vs level per workload, one panel per model, the optimum starred.
 
     ``levels``: model, task, level, energy_j (and workload_id: one line per workload when a
@@ -103,8 +110,10 @@ def u_curves(levels: pd.DataFrame, optima: pd.DataFrame, simulated: bool, col_wr
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("energy per run (kJ)")
-    for ax in axes[-1, :]:
-        ax.set_xlabel((knob or get_knob()).axis_label)
+    for ax in axes.flat[:len(order)]:
+        level_axis(ax, knob or get_knob(), format_level)
+    for ax in axes[:-1, :].flat:
+        ax.set_xlabel("")
     handles = [plt.Line2D([], [], color=colors[t], marker="o", lw=1) for t in tasks]
     handles.append(plt.Line2D([], [], color="black", marker="*", ls="", ms=9))
     fig.legend(handles, tasks + ["least energy"], title="task", loc="center right", fontsize=7)
@@ -166,14 +175,16 @@ def joint_energy_map(frame: pd.DataFrame, simulated: bool, x: str = "gpu_freq_mh
 
 
 def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None = None,
-                    workloads: pd.DataFrame | None = None) -> Figure:
+                    workloads: pd.DataFrame | None = None, format_level: Callable[[float], str] | None = None) -> Figure:
     """Energy-optimal level (in the knob's unit) by model x task; models ordered by parameter count.
 
     When a (model, task) has several workloads (batch sizes, optimizers: a Zeus trace; request
     concurrencies: LoudVA), the rows are model / task, the columns the load — named from
     ``workloads`` (the sweep's table: its ``concurrency`` column when it has one, else the batch
     size) — and a cell holds the median over the rest. More than :data:`HEATMAP_WRAP` columns
-    wrap into stacked panels on one colour scale, so 1 network x 112 loads reads like 9 x 9.
+    wrap into stacked panels on one colour scale, so 1 network x 112 loads reads like 9 x 9. On a
+    joint dataset (``format_level`` given) each cell names its setting's clocks in MHz, coloured by
+    the setting's index.
     """
     knob = knob or get_knob()
     sns.set_theme(style="white", context="paper")
@@ -200,17 +211,22 @@ def optimal_heatmap(features: pd.DataFrame, simulated: bool, knob: Knob | None =
                              gridspec_kw={"height_ratios": heights})
     lo, hi = float(np.nanmin(grid.to_numpy(float))), float(np.nanmax(grid.to_numpy(float)))
     for ax, chunk in zip(axes[:, 0], chunks, strict=True):
-        sns.heatmap(chunk, annot=True, fmt="g", cmap="viridis", vmin=lo, vmax=hi, ax=ax, cbar=False)
+        annot = (chunk.apply(lambda col: col.map(lambda v: "" if pd.isna(v) else level_text(v, knob, format_level)))
+                 if joint(knob, format_level) else True)
+        sns.heatmap(chunk, annot=annot, fmt="" if annot is not True else "g", cmap="viridis", vmin=lo, vmax=hi, ax=ax,
+                    cbar=False, annot_kws={"fontsize": 6} if annot is not True else None)
         ax.tick_params(axis="y", labelrotation=0)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("model (by size)" if index == "model" else "")
     fig = _finish(fig, f"Energy-optimal {knob.label}", simulated)
-    fig.colorbar(axes[0, 0].collections[0], ax=axes[:, 0].tolist(), label=f"optimal level ({knob.unit}){note}",
+    unit = "setting index; the cells name its clocks" if joint(knob, format_level) else knob.unit
+    fig.colorbar(axes[0, 0].collections[0], ax=axes[:, 0].tolist(), label=f"optimal level ({unit}){note}",
                  fraction=0.03 if len(chunks) > 1 else 0.08)
     return fig
 
 
-def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None, note: str = "") -> Figure:
+def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = None, note: str = "",
+                      format_level: Callable[[float], str] | None = None) -> Figure:
     """Optimal level vs each feature (long form: feature, value, opt_level, model_type); with
     no feature at all, a figure saying ``note``."""
     sns.set_theme(style="whitegrid", context="paper")
@@ -220,6 +236,9 @@ def feature_relations(long: pd.DataFrame, simulated: bool, knob: Knob | None = N
     g = sns.relplot(data=long, x="value", y="opt_level", col="feature", hue="model_type", col_wrap=3,
                     height=2.4, aspect=1.1, facet_kws={"sharex": False}, s=25)
     g.set_axis_labels("feature value", f"optimal level ({(knob or get_knob()).unit})")
+    if joint(knob or get_knob(), format_level):
+        for ax in g.axes.flat:
+            level_axis(ax, knob, format_level, axis="y")
     g.set_titles("{col_name}")
     return _finish_grid(g, "What the optimal level depends on", simulated)
 
@@ -242,9 +261,9 @@ def cv_comparison(long: pd.DataFrame, simulated: bool, note: str = "") -> Figure
 
 
 def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision tree",
-                 knob: Knob | None = None) -> Figure:
-    """Draw a dvfslab tree dict (splits as boxes, leaves as levels in the knob's unit; left =
-    condition true)."""
+                 knob: Knob | None = None, format_level: Callable[[float], str] | None = None) -> Figure:
+    """Draw a dvfslab tree dict (splits as boxes, leaves as levels in the knob's unit, a joint
+    setting's leaves as its clocks in MHz; left = condition true)."""
     knob = knob or get_knob()
     nodes: Sequence[Mapping[str, Any]] = tree["nodes"]
     pos: dict[int, tuple[float, int]] = {}
@@ -268,7 +287,7 @@ def tree_diagram(tree: Mapping[str, Any], simulated: bool, name: str = "decision
             continue
         x, d = pos[i]
         if "level" in node:
-            text, color = knob.format(node["level"]), "#d9f0d3"
+            text, color = level_text(node["level"], knob, format_level), "#d9f0d3"
         else:
             text, color = f"{node['feature']}\n<= {node['threshold']:.4g}", "#e8eef7"
             for child, lab in ((node["left"], "yes"), (node["right"], "no")):

@@ -254,7 +254,7 @@ class StepSource:
         return t_rec, e_rec, tu * beyond, eu * beyond, beyond
 
     def _recorded(self, wid: str, level: float | None, n: int) -> Steps:
-        where = "the default clock" if level is None else self.sweep.knob.format(float(level))
+        where = "the default clock" if level is None else self.sweep.format_level(float(level))
         if level is None and self.sweep.baseline.loc[wid, "baseline"] == "maxn":
             got = self._maxn.get(wid)
         else:

@@ -46,7 +46,8 @@ def register(sub) -> None:
     j = p.add_argument_group("joint sweeps: several clocks set per run (docs/sweep.md, 'Joint sweeps')")
     j.add_argument("--knob", action="append", metavar="CLOCK=MHZ,...",
                    help="a clock's table: gpu=306,714,1300.5, emc=2133,3199 or cpu=1113.6,2201.6 (repeat for each; "
-                        "'all' for the board's levels); the sweep runs their product (or --design). The GPU's is "
+                        "'all' for the board's levels up to the power mode's cap: the GPU's, the EMC's, the "
+                        "cpufreq table); the sweep runs their product (or --design). The GPU's is "
                         "required; a knob clock is set per run, so it takes no --emc/--cpu")
     j.add_argument("--design", choices=("full", "random", "lhs"),
                    help="which settings of the product: full (default), random or lhs (a Latin hypercube over the "
@@ -223,10 +224,12 @@ def pin_options(args) -> dict:
             if getattr(args, name, None) is not None}
 
 
-def knob_options(args, levels_mhz: list[float]) -> dict:
+def knob_options(args, levels_mhz: list[float], other_levels: dict[str, list[float]] | None = None) -> dict:
     """``--knob gpu=... --knob emc=...``, ``--design``, ``--settings``: a joint plan's arguments
     (empty without ``--knob``). The GPU's values are checked against the board's levels here,
-    the other clocks' when the sweep starts (they need the backend's pinned clocks)."""
+    the other clocks' when the sweep starts (they need the backend's pinned clocks). ``emc=all`` /
+    ``cpu=all`` take the clock's levels from ``other_levels`` (:func:`other_clock_levels`: the
+    board's EMC table, its cpufreq table, up to the power mode's cap)."""
     if not getattr(args, "knob", None):
         if getattr(args, "design", None) or getattr(args, "settings", None) is not None:
             raise DvfsError("--design and --settings choose among a joint sweep's settings: give the clocks' tables "
@@ -250,6 +253,12 @@ def knob_options(args, levels_mhz: list[float]) -> dict:
                 raise UnsupportedFrequencyError(err.freq_mhz, err.levels_mhz,
                                                 "Pick --knob gpu=... from these, or gpu=all.") from None
             continue
+        if values.strip() == "all":
+            if not (other_levels or {}).get(name):
+                raise DvfsError(f"--knob {name}=all: this backend offers no {name} clock table to take the levels "
+                                f"from; list them (`dvfslab clocks` shows the board's), e.g. {name}=2133,3199")
+            tables[name] = list(other_levels[name])
+            continue
         try:
             tables[name] = [float(v) for v in values.split(",") if v.strip()]
         except ValueError:
@@ -257,14 +266,31 @@ def knob_options(args, levels_mhz: list[float]) -> dict:
     return {"knob_tables": tables, "design": args.design or "full", "n_settings": args.settings}
 
 
-def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None):
+def other_clock_levels(backend) -> dict[str, list[float]]:
+    """The levels of each other clock ``backend`` pins (``emc``, ``cpu``), up to the power mode's
+    cap (what ``--knob emc=all`` / ``cpu=all`` sweep); a clock without a table is left out."""
+    offered = backend.clocks.other_clocks() if backend.clocks is not None else {}
+    out = {}
+    for name, clock in offered.items():
+        if clock.support() is not None:
+            continue
+        top = clock.max_allowed_mhz()
+        levels = [float(f) for f in clock.levels_mhz() if f <= top + 0.5]
+        if levels:
+            out[name] = levels
+    return out
+
+
+def make_plan_from(args, levels_mhz: list[float], board_kind: str | None = None,
+                   other_levels: dict[str, list[float]] | None = None):
     """The plan of ``--workloads ...`` (None with only ``--resume``: the stored plan is run)."""
     from dvfslab.sweep.plan import make_plan
 
     if args.workloads:
         return make_plan(resolve_workloads(_split(args.workloads)), parse_freqs(args.freqs, levels_mhz),
                          maxn=not args.no_maxn, board_kind=board_kind, pins=pin_options(args),
-                         **knob_options(args, levels_mhz), **{k: _plan_option(args, k) for k in PLAN_DEFAULTS})
+                         **knob_options(args, levels_mhz, other_levels),
+                         **{k: _plan_option(args, k) for k in PLAN_DEFAULTS})
     if not args.resume:
         raise DvfsError("--workloads is required to start a sweep (e.g. --workloads bert-base/sst2 "
                         "or all); to continue one, pass --resume")
@@ -397,7 +423,8 @@ def run_local(args):
     try:
         # None with only --resume (the stored plan); the error naming --workloads / --resume, or a
         # changed plan option
-        plan = make_plan_from(args, backend.clocks.levels_mhz() if backend.clocks is not None else [])
+        plan = make_plan_from(args, backend.clocks.levels_mhz() if backend.clocks is not None else [],
+                              other_levels=other_clock_levels(backend))
         return run_sweep(plan, backend, executor, args.out, resume=args.resume,
                          retry_failed=not args.no_retry_failed, cooldown=make_cooldown(args),
                          progress=not args.no_progress)

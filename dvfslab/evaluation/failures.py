@@ -99,12 +99,12 @@ def _causes(name: str, rows: pd.DataFrame, gov: Governor | None, data: TrainingD
         edge = (" (the table's lowest level)" if math.isclose(top, min(table)) else
                 " (the table's highest level)" if math.isclose(top, max(table)) else "")
         if count > n / 2:
-            causes.append(f"it chose {sweep.knob.format(top)} for {count} of {n} workloads{edge}")
+            causes.append(f"it chose {sweep.format_level(top)} for {count} of {n} workloads{edge}")
     snapped = int(rows["snapped"].fillna(False).astype(bool).sum()) if "snapped" in rows else 0
     if snapped:
         example = rows.loc[rows["snapped"].fillna(False).astype(bool), "decided_level"].iloc[0]
         causes.append(f"levels off the dataset's table for {snapped} of {n} workloads (it decided e.g. "
-                      f"{sweep.knob.format(example)}, replayed at the nearest measured level)")
+                      f"{sweep.format_level(example)}, replayed at the nearest measured level)")
     if gov is not None and not gov.needs_training and not gov.probing:
         causes.append(f"it learns nothing from this dataset: its rule was fitted on another kind of workload "
                       f"({type(gov).summary})")

@@ -6,6 +6,13 @@ reader, :func:`dvfslab.core.summaryfile.load_summary` (re-exported here; it live
 that ``job`` reads the file the same way): an unknown version, or a file written before levels
 were knob-neutral (``characterization.sweet_spot_mhz``, ``evaluation.ffg_freq_mhz`` ...), is
 refused in one line with how to regenerate it.
+
+A joint dataset's level is the index of a setting of several clocks: given its sweep,
+:func:`update_summary` names every level it writes in MHz (:func:`name_settings`: beside each
+``<x>_level`` key, ``<x>_setting_mhz`` = ``{"gpu_freq_mhz": 714.0, "emc_freq_mhz": 2133.0, ...}``),
+so ``evaluation.ffg_level: 2.0`` comes with ``evaluation.ffg_setting_mhz``; the dataset's settings
+are listed by notebook 01 (``characterization.settings_mhz``). Keys are only added: the schema
+version stays.
 """
 
 from __future__ import annotations
@@ -29,18 +36,57 @@ def read_summary(out_dir: str | os.PathLike) -> dict:
         return {}
 
 
-def update_summary(out_dir: str | os.PathLike, updates: Mapping[str, Any], fresh: bool = False) -> dict:
+def update_summary(out_dir: str | os.PathLike, updates: Mapping[str, Any], fresh: bool = False,
+                   sweep: Any = None) -> dict:
     """Merge ``updates`` (top-level keys) into summary.json, atomically, stamped with the schema
-    version (:data:`~dvfslab.core.summaryfile.SCHEMA_VERSION`); ``fresh`` starts anew."""
+    version (:data:`~dvfslab.core.summaryfile.SCHEMA_VERSION`); ``fresh`` starts anew. With the
+    run's ``sweep`` (a :class:`~dvfslab.analysis.aggregate.Sweep`), a joint dataset's levels are
+    named in MHz too (:func:`name_settings`)."""
     summary = {} if fresh else read_summary(out_dir)
+    if sweep is not None:
+        updates = name_settings(updates, sweep)
     summary.update(jsonable(dict(updates)))
     summary[SCHEMA_KEY] = SCHEMA_VERSION
     atomic_write_json(Path(out_dir) / "summary.json", summary)
     return summary
 
 
+#: the suffix of a key holding a level, and of the key naming that level's setting in MHz
+LEVEL_SUFFIX, SETTING_SUFFIX = "_level", "_setting_mhz"
+
+
+def name_settings(sections: Mapping[str, Any], sweep: Any) -> dict[str, Any]:
+    """``sections`` with, on a joint sweep (``sweep.joint_knobs``), every number under a key
+    ``<x>_level`` (at any depth of nested objects) named beside it as ``<x>_setting_mhz``, its
+    setting by its clocks (``sweep.setting_of``: ``{"gpu_freq_mhz": 714.0, "emc_freq_mhz":
+    2133.0}``); a level that is not one of the sweep's settings gets null. A single-knob sweep's
+    levels are already in the knob's unit: ``sections`` is returned as it is."""
+    if not getattr(sweep, "joint_knobs", ()):
+        return dict(sections)
+
+    def named(obj: Any) -> Any:
+        if not isinstance(obj, Mapping):
+            return obj
+        out = {}
+        for key, value in obj.items():
+            out[key] = named(value)
+            if (isinstance(key, str) and key.endswith(LEVEL_SUFFIX) and isinstance(value, (int, float))
+                    and not isinstance(value, bool)):
+                out[key.removesuffix(LEVEL_SUFFIX) + SETTING_SUFFIX] = _setting(sweep, float(value))
+        return out
+
+    return {key: named(value) for key, value in sections.items()}
+
+
+def _setting(sweep: Any, level: float) -> dict[str, float] | None:
+    index = round(level)
+    if abs(level - index) > 1e-9 or not 0 <= index < len(sweep.settings):
+        return None
+    return sweep.setting_of(level)
+
+
 __all__ = ["MOVED", "SCHEMA_VERSION", "caveat_lines", "check_summary", "governor_lines", "load_summary",
-           "read_summary", "recommendation_line", "update_summary"]
+           "name_settings", "read_summary", "recommendation_line", "update_summary"]
 
 
 def recommendation_line(summary: Mapping[str, Any]) -> str | None:
