@@ -87,7 +87,7 @@ def governor_notes(ev: DatasetEvaluation) -> list[str]:
     govs, knob = ev.governors, ev.sweep.knob
     lines = []
     if "ffg" in govs:
-        lines.append(f"FFG level: {knob.format(govs['ffg'].level_)} (least mean energy / baseline over the training "
+        lines.append(f"FFG level: {ev.sweep.format_level(govs['ffg'].level_)} (least mean energy / baseline over the training "
                      "workloads)")
     if "mlg-paper" in govs:
         lines += ["mlg-paper, as replayed here:", govs["mlg-paper"].describe(knob.unit)]
@@ -127,6 +127,8 @@ def job_table(ev: DatasetEvaluation) -> pd.DataFrame:
 def notes_table(ev: DatasetEvaluation) -> pd.DataFrame | str:
     """What the governors report besides their level (a string when nothing)."""
     notes = ev.per.loc[ev.per["note"] != "", ["policy", "workload_id", "level", "note"]]
+    if ev.sweep.joint_knobs and len(notes):  # a joint level is a setting's index: name its clocks
+        notes = notes.assign(level=notes["level"].map(ev.sweep.format_level))
     return notes if len(notes) else "no governor reports anything besides its level"
 
 
