@@ -28,6 +28,7 @@ A total that does not grow is ignored (a restarted bar, a rewritten file). Board
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import re
@@ -153,7 +154,7 @@ def job_units_from(obj) -> tuple[float | None, str]:
     if isinstance(n, (int, float)) and n > 0:
         return float(n), f"{type(obj).__name__}.max_steps"
     n = getattr(obj, "estimated_stepping_batches", None)
-    if isinstance(n, (int, float)) and n > 0 and n != float("inf"):
+    if isinstance(n, (int, float)) and n > 0 and math.isfinite(n):
         return float(n), f"{type(obj).__name__}.estimated_stepping_batches"
     return None, f"{type(obj).__name__} states no max_steps or estimated_stepping_batches"
 

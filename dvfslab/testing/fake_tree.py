@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from dvfslab.core import boards, jetson_modules
 from dvfslab.testing.fake_kernel import CPU_REL, write_attr
 
-if TYPE_CHECKING:
-    from dvfslab.testing.fake_sysfs import FakeBoardSpec
+#: a :class:`dvfslab.testing.fake_sysfs.FakeBoardSpec` (not imported: fake_sysfs imports this module)
+FakeBoardSpec = Any
 
 GOVERNORS = "nvhost_podgov userspace performance simple_ondemand"
 CPU_GOVERNORS = "userspace ondemand performance schedutil"
