@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import queue
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dvfslab.core.errors import DvfsError
@@ -80,7 +80,7 @@ class Window:
         return self.time_s / self.read_units if self.measurement and self.read_units > 0 else None
 
     def record(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = dict(self.__dict__)  # the fields are plain scalars: no deep copy (asdict) needed
         d["energy_per_unit_j"], d["time_per_unit_s"] = self.energy_per_unit_j, self.time_per_unit_s
         return d
 
