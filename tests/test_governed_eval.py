@@ -82,3 +82,53 @@ def test_search_s_row_in_the_recipe_is_the_runner_s_energy_by_hand(tmp_path):
     # FFG decides up front: the job at 600 from the first unit (the in-process charge, no probe)
     ffg = ev.per.set_index("policy").loc["ffg"]
     assert ffg["job_energy_j"] == pytest.approx(100 * 0.625 * 1.0005, abs=1e-9)
+
+
+def test_the_fast_hold_keeps_the_job_s_true_account_to_the_joule():
+    """The replay board's fast hold (the rest of the job in one event once the runner decided)
+    leaves the job's true account as window by window: ``search`` on the hand cell of
+    tests/test_governed_run.py (settle 0.25 s), 100 units: 16 at the default, 7 at 800, 4 at 400,
+    73 at 600 = 71.825 J by hand (that file's derivation), both ways; the draws before the
+    decision are the same, so the decision is too."""
+    from dvfslab.job.policy import job_governor
+    from dvfslab.job.replay import ReplayCell, govern_replay
+
+    cell = ReplayCell({400.0: (0.25, 0.8), 600.0: (0.1875, 0.625), 800.0: (0.125, 1.0)}, (0.125, 1.0))
+    runs = [govern_replay(job_governor("search"), cell, 100, seed=7, sigma_sample=0.02, interval_s=0.125,
+                          settle_s=0.25, fast_hold=fast) for fast in (False, True)]
+    for s in runs:
+        assert s["chosen_level"] == 600.0 and s["probes"] == 3
+        assert s["true_units_at"] == {"default": 16.0, "600": 73.0, "400": 4.0, "800": 7.0}
+        assert s["true_energy_j"] == pytest.approx(71.825, abs=1e-9)
+        assert s["true_time_s"] == pytest.approx(17.5625, abs=1e-9)
+    assert runs[0]["probe_units"] == runs[1]["probe_units"]
+
+
+def test_a_zeus_epoch_is_served_as_its_iterations(tmp_path):
+    """A Zeus import's unit is an epoch; the replay board serves iterations: CIFAR-100 at batch 128
+    has ceil(50000 / 128) = 391 iterations an epoch, so an epoch of 39.1 s and 3910 J is 391
+    iterations of 0.1 s and 10 J, and the probe model's epoch is 391 units."""
+    from dvfslab.evaluation import probes as P
+    from dvfslab.evaluation.governed import board_units, cell_of
+
+    class Sweep:  # the parts board_units and cell_of read
+        knob = type("K", (), {"name": "power_limit_w"})()
+        workloads = pd.DataFrame([{"workload_id": "w", "task": "cifar100", "batch_size": 128}])
+        dataset, simulated = "zeus-like", False
+
+        def curve(self, wid):
+            return [200.0], None
+
+    class Steps:
+        meta = {"generator": "dvfslab import zeus-nsdi"}
+
+        def per_unit(self, wid, level):
+            return 39.1, 3910.0
+
+        def probe_model(self, wid):
+            return None
+
+    assert P.zeus_iterations("cifar100", 128) == 391.0
+    assert board_units(Sweep(), Steps(), "w") == (391.0, "iteration")
+    cell = cell_of(Sweep(), Steps(), "w")
+    assert cell.at(200.0) == pytest.approx((0.1, 10.0), abs=1e-12) and cell.meta["epoch_units"] == 391.0

@@ -22,6 +22,12 @@ windows at the default clock, the settle after each change of level, sensor wind
   on a data-centre GPU); never 0 (a σ of 0 takes the sensor's prior,
   :data:`~dvfslab.job.replay.SENSOR_NOISE_PRIOR`); seeded by the steps' seed, the row's name and
   the workload;
+* **the unit**: the dataset's, except a Zeus import's epoch, served as its iterations (a
+  training job's progress and Zeus's profiler count iterations; the probe model's
+  ``epoch_units`` is the epoch's iterations, so Zeus's epoch-end restart applies); the row's
+  units are the dataset's again;
+* **the hold** runs in one event after the decision (``fast_hold``,
+  :mod:`dvfslab.job.replay`): the job's true account is the same as window by window;
 * **the figures**: the whole job's energy and time are the board's true account of every unit
   it ran (calibration, baseline, probes, settles, hold); the per-run figures are the first ``n``
   units of that same job (the run's units; a job shorter than the run goes on at the chosen
@@ -70,12 +76,29 @@ def sample_sigma(steps: StepSource, workload_id: str, time_per_unit_s: float, in
     return per_sample_sigma(sigma, over, time_per_unit_s, interval_s), where
 
 
-def cell_of(sweep: Sweep, steps: StepSource, workload_id: str) -> ReplayCell:
-    """The replay board's cell of a workload: each measured level's and the baseline's figures per unit."""
+def board_units(sweep: Sweep, steps: StepSource, workload_id: str) -> tuple[float, str]:
+    """``(board units per dataset unit, the board's unit)``: a Zeus import's epoch is served as its
+    iterations (:func:`~dvfslab.evaluation.probes.zeus_iterations`: what a training job's progress
+    reports and Zeus's profiler counts), anything else as the dataset's unit."""
+    if P.kind_of(steps.meta, sweep.knob.name) == "zeus":
+        row = sweep.workloads.set_index("workload_id").loc[workload_id]
+        return P.zeus_iterations(str(row["task"]), float(row["batch_size"])), "iteration"
     model = steps.probe_model(workload_id)
-    levels = {float(f): steps.per_unit(workload_id, float(f)) for f in sweep.curve(workload_id)[0]}
-    return ReplayCell(levels, steps.per_unit(workload_id, None), unit=getattr(model, "unit", "step") or "step",
-                      source=f"{sweep.dataset} {workload_id}", simulated=bool(sweep.simulated))
+    return 1.0, getattr(model, "unit", "step") or "step"
+
+
+def cell_of(sweep: Sweep, steps: StepSource, workload_id: str) -> ReplayCell:
+    """The replay board's cell of a workload: each measured level's and the baseline's figures per
+    board unit (:func:`board_units`; an epoch's iterations are its ``epoch_units``)."""
+    k, unit = board_units(sweep, steps, workload_id)
+
+    def per(level: float | None) -> tuple[float, float]:
+        t, e = steps.per_unit(workload_id, level)
+        return t / k, e / k
+
+    levels = {float(f): per(float(f)) for f in sweep.curve(workload_id)[0]}
+    return ReplayCell(levels, per(None), unit=unit, source=f"{sweep.dataset} {workload_id}",
+                      simulated=bool(sweep.simulated), meta={"epoch_units": k} if unit == "iteration" else {})
 
 
 def first_units(trace: list, cell: ReplayCell, units: float, then: float | None) -> tuple[float, float]:
@@ -103,17 +126,18 @@ def governed_row(row: dict[str, Any], name: str, governor: Governor, sweep: Swee
 
     wid = str(workload["workload_id"])
     cell = cell_of(sweep, steps, wid)
+    k, _ = board_units(sweep, steps, wid)
     job, n = steps.job_units(wid), steps.units(wid)
     interval = P.sensor_of(steps.meta, sweep.knob.name).interval_s
-    sigma, _ = sample_sigma(steps, wid, cell.default[0], interval)
+    sigma, _ = sample_sigma(steps, wid, cell.default[0] * k, interval)
     seed = zlib.crc32(f"{steps.seed}|{name}|{wid}".encode())
-    s = govern_replay(governor, cell, job, seed, sigma_sample=sigma, interval_s=interval,
-                      workload=governor_row(dict(workload), job))
+    s = govern_replay(governor, cell, job * k, seed, sigma_sample=sigma, interval_s=interval,
+                      workload=governor_row(dict(workload), job * k), fast_hold=True)
     level = s.get("chosen_level")
     row["plan_job_units"] = float(job)
     row["job_energy_j"], row["job_time_s"] = float(s["true_energy_j"]), float(s["true_time_s"])
-    row["energy_j"], row["time_s"] = first_units(s["true_trace"], cell, n, level)
-    row["profiling_steps"], row["probe_units"] = int(s.get("probes") or 0), float(s.get("probe_units") or 0.0)
+    row["energy_j"], row["time_s"] = first_units(s["true_trace"], cell, n * k, level)
+    row["profiling_steps"], row["probe_units"] = int(s.get("probes") or 0), float(s.get("probe_units") or 0.0) / k
     notes = [s.get("note") or "", governor.fallback_note() or ""]
     if not s.get("decided"):
         notes.insert(0, ENDED_NOTE)
@@ -128,4 +152,4 @@ def governed_row(row: dict[str, Any], name: str, governor: Governor, sweep: Swee
     return row
 
 
-__all__ = ["ENDED_NOTE", "cell_of", "first_units", "governed_row", "sample_sigma", "through_runner"]
+__all__ = ["ENDED_NOTE", "board_units", "cell_of", "first_units", "governed_row", "sample_sigma", "through_runner"]

@@ -428,6 +428,9 @@ class LiveProbe:
         self.default_tpu.append(self.tau_s)
         self.on_window(w)
         self.model = live_probe_model(self.tau_s, self.interval_s, self.settle_s, unit=self.unit)
+        epoch = getattr(self.feed, "epoch_units", None)  # a source that knows the epoch (the replay board's)
+        if epoch:
+            self.model = replace(self.model, epoch_units=float(epoch))
         if self.stall_s is None:
             self.stall_s = STALL_FACTOR * max(self.tau_s, self.interval_s)
         return w

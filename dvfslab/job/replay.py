@@ -24,6 +24,17 @@ time and energy it would read one unit at a time; one normal draw per window (th
 ``n`` samples' draws, times ``sqrt(n)``, is one standard normal) replaces the ``n`` draws.
 The board keeps its trace (``trace``: ``[level, units]`` in the order run).
 
+**The hold, fast** (``govern_replay(..., fast_hold=True)``, the evaluation's): once the runner
+logs its decision, the board runs the rest of the job at the level the hold locks as one last
+progress event. The job's true account (every unit at its level) is the same as window by
+window — the hold's windows only feed the log's own estimate of the saving, which then covers
+the job up to the hold (its summary is not the whole job's: the evaluation reads the board's
+account). A job of hours read in 0.5 s windows (a Zeus training job) costs its probing only.
+
+**Epochs.** ``cell.meta["epoch_units"]`` (units an epoch: a Zeus job served in iterations) is
+the feed's ``epoch_units``: the runner's probe model carries it, so Zeus restarts a profiling
+window an epoch end cuts (:mod:`dvfslab.governors.session`).
+
 **Noise, a caller's argument** (this layer does not import the evaluation's estimators). The
 caller passes ``sigma_sample``: the dataset's reading noise (a CV over ``u`` units read) is one
 sample's ``sigma * sqrt(n)``, ``n`` the samples those units span (:func:`per_sample_sigma`).
@@ -47,6 +58,7 @@ from typing import Any
 
 from dvfslab.core.errors import DvfsError
 from dvfslab.job.board import JobBoard
+from dvfslab.job.log import JobLog
 from dvfslab.job.progress import ENDED, ProgressFeed
 from dvfslab.measure.windows import SENSOR_SAMPLES, SETTLE_S
 
@@ -100,6 +112,8 @@ class ReplayFeed(ProgressFeed):
         super().__init__()
         self.board = board
         self.unit = board.cell.unit
+        epoch = board.cell.meta.get("epoch_units")
+        self.epoch_units: float | None = float(epoch) if epoch else None
 
     def get(self, timeout_s: float | None) -> tuple[float, float | None] | None:
         if self.board.units >= self.board.job_units - 1e-9:
@@ -168,6 +182,7 @@ class ReplayBoard:
         self.units_at: dict[float | None, float] = {}  # the units run at each level (the true account)
         self.trace: list[list] = []  # [level, units] in the order run
         self._until: float | None = None  # the next event runs to the first unit boundary at or after this time
+        self.hold_rest = False  # the runner decided: the next event runs the rest of the job (module doc)
 
     def now(self) -> float:
         return self.time_s
@@ -193,6 +208,8 @@ class ReplayBoard:
 
     def chunk(self) -> int:
         """The units of the next progress event (module doc: one unless a boundary is pending)."""
+        if self.hold_rest:  # the decision is logged and the hold's level locked: the rest of the job
+            return max(1, math.ceil(self.job_units - self.units - 1e-9))
         if self._until is None:
             return 1
         t = self.cell.at(self.level)[0]
@@ -228,15 +245,20 @@ class ReplayBoard:
 def govern_replay(governor, cell: ReplayCell, job_units: float, seed: int = 0, *, sigma_sample: float,
                   interval_s: float = DEFAULT_INTERVAL_S, settle_s: float = SETTLE_S,
                   known_units: float | None | str = "job", workload: Mapping[str, Any] | None = None,
-                  baseline_windows: int = 3, log=None) -> dict[str, Any]:
+                  baseline_windows: int = 3, log=None, fast_hold: bool = False) -> dict[str, Any]:
     """One governor over one replayed job through :class:`~dvfslab.job.runner.GovernedRun` (the
     code ``dvfslab govern`` runs): its summary line, with ``true_energy_j``, ``true_time_s``,
     ``true_units_at`` (the job the board ran) and ``default_energy_j`` / ``default_time_s`` (the
     same job at the default). ``known_units``: the length the progress source states (``"job"``:
-    ``job_units``; None: none, the governor assumes its own)."""
+    ``job_units``; None: none, the governor assumes its own); ``fast_hold``: the rest of the job
+    after the decision in one event (module doc; ``log`` then a path or None)."""
     from dvfslab.job.runner import GovernedRun
 
     board = ReplayBoard(cell, job_units, sigma_sample=sigma_sample, interval_s=interval_s, settle_s=settle_s, seed=seed)
+    if fast_hold:
+        if isinstance(log, JobLog):
+            raise DvfsError("govern_replay: fast_hold needs log as a path or None (it watches the log for the decision)")
+        log = _HoldLog(log, board)
     run = GovernedRun(governor, board.job_board(), workload=workload, log=log, baseline_windows=baseline_windows,
                       job_units=job_units if known_units == "job" else known_units, unit=cell.unit)
     run.run()
@@ -247,6 +269,19 @@ def govern_replay(governor, cell: ReplayCell, job_units: float, seed: int = 0, *
                true_trace=[(lv, u) for lv, u in board.trace],
                default_energy_j=e * board.units, default_time_s=t * board.units)
     return out
+
+
+class _HoldLog(JobLog):
+    """The runner's log, watched for its decision (``fast_hold``: module doc)."""
+
+    def __init__(self, path, board: ReplayBoard):
+        super().__init__(path)
+        self.board = board
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        super().write(record)
+        if record.get("event") == "decision":
+            self.board.hold_rest = True
 
 
 def cell_from_dataset(path, workload_id: str) -> ReplayCell:
