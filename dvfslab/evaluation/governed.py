@@ -31,8 +31,9 @@ windows at the default clock, the settle after each change of level, sensor wind
 * **the figures**: the whole job's energy and time are the board's true account of every unit
   it ran (calibration, baseline, probes, settles, hold); the per-run figures are the first ``n``
   units of that same job (the run's units; a job shorter than the run goes on at the chosen
-  level); ``profiling_steps`` / ``probe_units``: the probe windows the log counts and their
-  units; the chosen level is the runner's (snapped to the cell's levels).
+  level); ``profiling_steps``: the probes the decision lists (as the in-process replay
+  counted them; the log's ``probes`` counts windows, several for a level read in pieces),
+  ``probe_units``: the units of the log's probe windows; the chosen level is the runner's (snapped to the cell's levels).
 
 Idealised probes (instant, exact: a comparison, never a result) have no board: they keep the
 in-process charge of :func:`dvfslab.evaluation.replay.charge`.
@@ -137,7 +138,9 @@ def governed_row(row: dict[str, Any], name: str, governor: Governor, sweep: Swee
     row["plan_job_units"] = float(job)
     row["job_energy_j"], row["job_time_s"] = float(s["true_energy_j"]), float(s["true_time_s"])
     row["energy_j"], row["time_s"] = first_units(s["true_trace"], cell, n * k, level)
-    row["profiling_steps"], row["probe_units"] = int(s.get("probes") or 0), float(s.get("probe_units") or 0.0) / k
+    probes = s.get("decision_probes")
+    row["profiling_steps"] = int(s.get("probes") or 0) if probes is None else int(probes)
+    row["probe_units"] = float(s.get("probe_units") or 0.0) / k
     notes = [s.get("note") or "", governor.fallback_note() or ""]
     if not s.get("decided"):
         notes.insert(0, ENDED_NOTE)

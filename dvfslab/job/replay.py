@@ -248,7 +248,8 @@ def govern_replay(governor, cell: ReplayCell, job_units: float, seed: int = 0, *
                   baseline_windows: int = 3, log=None, fast_hold: bool = False) -> dict[str, Any]:
     """One governor over one replayed job through :class:`~dvfslab.job.runner.GovernedRun` (the
     code ``dvfslab govern`` runs): its summary line, with ``true_energy_j``, ``true_time_s``,
-    ``true_units_at`` (the job the board ran) and ``default_energy_j`` / ``default_time_s`` (the
+    ``true_units_at`` and ``true_trace`` (the job the board ran), ``decision_probes`` (the probes
+    the governor's decision lists; the log's ``probes`` counts windows) and ``default_energy_j`` / ``default_time_s`` (the
     same job at the default). ``known_units``: the length the progress source states (``"job"``:
     ``job_units``; None: none, the governor assumes its own); ``fast_hold``: the rest of the job
     after the decision in one event (module doc; ``log`` then a path or None)."""
@@ -267,6 +268,7 @@ def govern_replay(governor, cell: ReplayCell, job_units: float, seed: int = 0, *
     out.update(true_energy_j=board.energy_j, true_time_s=board.time_s, true_units=board.units,
                true_units_at={("default" if k is None else format(k, "g")): v for k, v in board.units_at.items()},
                true_trace=[(lv, u) for lv, u in board.trace],
+               decision_probes=None if run.decision is None else len(run.decision.probed),
                default_energy_j=e * board.units, default_time_s=t * board.units)
     return out
 
