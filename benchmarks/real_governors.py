@@ -17,14 +17,19 @@ being the measured run), every group of workloads held out in turn — leave-one
 * ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold,
   then replayed on the held-out group;
 
-under the **physical probe model** (:mod:`dvfslab.evaluation.probes`: Zeus's 10 + 40 iterations per
-power limit; on a Jetson 5 power-sensor samples + 0.2 s settle per clock; log-normal reading noise
-of the dataset's σ, shrinking as 1/sqrt(units read); seed fixed), the governors planning with the
-training groups' median job. Per governor, over the whole job: the mean regret vs the oracle (% of
+the measuring governors **run through the live runner** on the replay board
+(:mod:`dvfslab.evaluation.governed`: what ``dvfslab govern --backend replay:DATASET --workload W``
+runs — default-clock windows, the settle, windows of at least 5 sensor samples, the decision, the
+hold), trained on the fold's training groups, told the job's length, the dataset's σ
+(:mod:`dvfslab.evaluation.probes`) as one sensor sample's noise at the sensor's interval (NVML
+100 ms on the Zeus GPUs, tegrastats 500 ms on LoudVA; never 0; seed fixed); a Zeus epoch is
+served as its iterations. The other governors plan with the training groups' median job. Per governor, over the whole job: the mean regret vs the oracle (% of
 the baseline's job energy) with its 90 % bootstrap interval over the held-out groups; the share
 of the FFG-to-oracle gap closed, ``100 (r_ffg - r) / r_ffg``, on all workloads and on those
 where FFG's regret is above its noise floor (:func:`dvfslab.evaluation.replay.intervals`); the
-share of the job spent probing; the probes used; and, for comparison only, the gap closed with
+share of the job spent probing; the probes used; the goal's figures (:func:`goal_figures`: the
+share of the oracle's whole-job saving against the baseline, and the regret minus ``zeus``'s, each
+with its interval); and, for comparison only, the gap closed with
 *idealised* probes (instant, exact — never a result). ``--noise CV...`` adds runs with one fixed
 reading noise for every probe (a sensitivity); ``--noise-scale K...`` scales the dataset's own.
 
