@@ -22,11 +22,13 @@ prior curves from the training workloads) is the evaluation's, not this script's
 
 Measured (2-vCPU VM; medians over workloads, seed 0): LoudVA AGX Xavier (``dvfslab import
 loudva --board agx-xavier``), 20 workloads, whole jobs of 108000 inferences: ``voi`` (untrained)
-saves 15.98 % against the oracle's 16.34 % (regret 0.17 %, 0.65 % of the job probing), ``search``
-13.81 % (regret 2.36 %); the log's own whole-job estimate lies 0.28 points from the truth (at
-most 2.6) and its 95 % interval holds the truth in 20 of 20. The twin (``data/replay``, 27
-workloads, jobs capped at 2000 steps, seed 1): voi 23.18 % vs the oracle's 24.23 %, search
-21.94 %; the interval holds the truth in 27 of 27 (SIMULATED).
+saves 15.87 % against the oracle's 16.34 % (regret 0.17 %, 0.68 % of the job probing), ``search``
+13.99 % (regret 2.86 %); the log's own whole-job estimate lies 0.05 points from the truth (at
+most 3.2) and its 95 % interval holds the truth in 18 of 20 (9.8 s). The twin (``data/replay``, 27
+workloads, jobs capped at 2000 steps, seed 1): voi 22.50 % vs the oracle's 24.23 %, search
+21.88 %; the interval holds the truth in 25 of 27 (SIMULATED; 21 s). (Since the replay board
+draws one normal per window instead of one per sample — the same distribution, another stream —
+these moved from 15.98 / 13.81 % and 20 of 20, 23.18 / 21.94 % and 27 of 27: seed variation.)
 """
 
 from __future__ import annotations

@@ -17,14 +17,19 @@ being the measured run), every group of workloads held out in turn — leave-one
 * ``recommended`` — the rule of :mod:`dvfslab.evaluation.recommend` applied *inside* each fold,
   then replayed on the held-out group;
 
-under the **physical probe model** (:mod:`dvfslab.evaluation.probes`: Zeus's 10 + 40 iterations per
-power limit; on a Jetson 5 power-sensor samples + 0.2 s settle per clock; log-normal reading noise
-of the dataset's σ, shrinking as 1/sqrt(units read); seed fixed), the governors planning with the
-training groups' median job. Per governor, over the whole job: the mean regret vs the oracle (% of
+the measuring governors **run through the live runner** on the replay board
+(:mod:`dvfslab.evaluation.governed`: what ``dvfslab govern --backend replay:DATASET --workload W``
+runs — default-clock windows, the settle, windows of at least 5 sensor samples, the decision, the
+hold), trained on the fold's training groups, told the job's length, the dataset's σ
+(:mod:`dvfslab.evaluation.probes`) as one sensor sample's noise at the sensor's interval (NVML
+100 ms on the Zeus GPUs, tegrastats 500 ms on LoudVA; never 0; seed fixed); a Zeus epoch is
+served as its iterations. The other governors plan with the training groups' median job. Per governor, over the whole job: the mean regret vs the oracle (% of
 the baseline's job energy) with its 90 % bootstrap interval over the held-out groups; the share
 of the FFG-to-oracle gap closed, ``100 (r_ffg - r) / r_ffg``, on all workloads and on those
 where FFG's regret is above its noise floor (:func:`dvfslab.evaluation.replay.intervals`); the
-share of the job spent probing; the probes used; and, for comparison only, the gap closed with
+share of the job spent probing; the probes used; the goal's figures (:func:`goal_figures`: the
+share of the oracle's whole-job saving against the baseline, and the regret minus ``zeus``'s, each
+with its interval); and, for comparison only, the gap closed with
 *idealised* probes (instant, exact — never a result). ``--noise CV...`` adds runs with one fixed
 reading noise for every probe (a sensitivity); ``--noise-scale K...`` scales the dataset's own.
 
@@ -88,6 +93,8 @@ def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str
     out = E.summarize(both).set_index("policy")
     order = ["oracle", "ffg", *[n for n in probing if n in out.index], "recommended"]
     out = out.reindex([n for n in order if n in out.index])
+    versus = "zeus" if "zeus" in probing else probing[0]
+    out = out.join(goal_figures(both, list(out.index), versus))
     rec = ev.recommended
     search = cv[cv["policy"] == "search"]
     ffg = cv[cv["policy"] == "ffg"]
@@ -102,6 +109,38 @@ def evaluate(data_dir: Path, split: str | None, tree: str, candidates: tuple[str
             "ffg_below_floor": int((ffg["job_regret_pct"] < ffg["noise_floor_pct"]).sum()), "n_ffg": len(ffg),
             "plan_job_units": float(cv["plan_job_units"].median())}
     return out, info
+
+
+def goal_figures(cv: pd.DataFrame, names: list[str], versus: str = "zeus", seed: int = 0) -> pd.DataFrame:
+    """Per governor, over the CV's held-out workloads: ``oracle_share_pct`` — its whole-job saving
+    against the baseline as a share of the oracle's, ``100 sum(s_p) / sum(s_oracle)`` over the same
+    workloads — and ``minus_<versus>_pts`` — its mean whole-job regret minus ``versus``'s (points;
+    negative: ahead) — each with its 90 % bootstrap interval over the held-out groups
+    (:func:`dvfslab.evaluation.replay.mean_interval`'s resampling)."""
+    import numpy as np
+
+    key = ["held_out", "workload_id"]
+    table = cv.pivot_table(index=key, columns="policy", values=["job_saving_pct", "job_regret_pct"], aggfunc="first")
+    out = {}
+    for name in names:
+        rec: dict = {}
+        if ("job_saving_pct", name) in table and ("job_saving_pct", "oracle") in table:
+            both = table[[("job_saving_pct", name), ("job_saving_pct", "oracle")]].dropna()
+            g = both.groupby(level="held_out")
+            a, o = g.sum().iloc[:, 0].to_numpy(float), g.sum().iloc[:, 1].to_numpy(float)
+
+            def stat(idx, axis=-1, a=a, o=o):
+                return 100.0 * a[idx].sum(axis=axis) / o[idx].sum(axis=axis)
+
+            ci, point = E._interval(a, np.ones(len(a)), stat, seed)
+            rec["oracle_share_pct"], rec["oracle_share_pct_ci"] = point, ci
+        if ("job_regret_pct", name) in table and ("job_regret_pct", versus) in table and name != versus:
+            d = (table[("job_regret_pct", name)] - table[("job_regret_pct", versus)]).dropna()
+            point, ci = E.mean_interval(d.reset_index(drop=True), pd.Series(d.index.get_level_values("held_out")),
+                                        seed)
+            rec[f"minus_{versus}_pts"], rec[f"minus_{versus}_pts_ci"] = point, ci
+        out[name] = rec
+    return pd.DataFrame.from_dict(out, orient="index")
 
 
 def _ci(x: object) -> str:
@@ -134,7 +173,12 @@ def report(data: Path, out: pd.DataFrame, info: dict, ideal: pd.DataFrame | None
         "gap_above_floor_pct": out["gap_closed_above_floor_pct"].round(1),
         "probe_share_pct": out["probe_share_pct"].round(3),
         "probes": out["profiling_steps"].round(2),
-        "probe_units": out["probe_units"].round(4)})
+        "probe_units": out["probe_units"].round(4),
+        "oracle_share_pct": out["oracle_share_pct"].round(2),
+        "share_ci90": out["oracle_share_pct_ci"].map(_ci)})
+    for col in [c for c in out.columns if c.startswith("minus_") and not c.endswith("_ci")]:
+        table[col] = out[col].round(3)
+        table[f"{col}_ci90"] = out[f"{col}_ci"].map(_ci)
     if ideal is not None:
         table["IDEALISED_gap_pct"] = ideal["gap_closed_pct"].reindex(out.index).round(1)
     lines.append(table.to_string())
@@ -159,10 +203,13 @@ def markdown(data: Path, out: pd.DataFrame, info: dict, ideal: pd.DataFrame | No
     for i, (name, r) in enumerate(out.iterrows()):
         chosen = f" {info['chosen_per_fold']}" if name == "recommended" else ""
         idl = "" if ideal is None or name not in ideal.index else f"{ideal.loc[name, 'gap_closed_pct']:.1f}"
+        vs = [c for c in r.index if c.startswith("minus_") and not c.endswith("_ci")]
+        versus = f"{r[vs[0]]:+.2f} {_ci(r[vs[0] + '_ci'])}" if vs and pd.notna(r[vs[0]]) else "—"
         rows.append(f"| {head if i == 0 else ''} | `{name}`{chosen} | {r['job_regret_pct']:.2f} {_ci(r['job_regret_pct_ci'])} "
                     f"| {r['gap_closed_pct']:.1f} {_ci(r['gap_closed_pct_ci']).replace('.00', '')} "
-                    f"| {r['gap_closed_above_floor_pct']:.1f} | {r['probe_share_pct']:.2f} | {r['profiling_steps']:.2f} "
-                    f"| {r['probe_units']:.3g} | {idl} |")
+                    f"| {r['gap_closed_above_floor_pct']:.1f} {_ci(r['gap_closed_above_floor_pct_ci'])} "
+                    f"| {r['oracle_share_pct']:.2f} {_ci(r['oracle_share_pct_ci'])} | {versus} "
+                    f"| {r['probe_share_pct']:.2f} | {r['profiling_steps']:.2f} | {r['probe_units']:.3g} | {idl} |")
     return rows
 
 
@@ -210,8 +257,9 @@ def main() -> None:
         print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
     if args.markdown:
         print("\n| dataset | governor | job regret % [90 % CI] | gap closed % [90 % CI] | gap closed above the floor % "
+              "[90 % CI] | share of the oracle's saving % [90 % CI] | regret minus zeus's, points [90 % CI] "
               "| probe share % | probes | probe units | idealised gap closed % (comparison only) |")
-        print("|---|---|---|---|---:|---:|---:|---:|---:|")
+        print("|---|---|---|---|---|---|---|---:|---:|---:|---:|")
         print("\n".join(table))
 
 

@@ -416,7 +416,8 @@ def test_notebook_05_in_the_pipeline_on_a_simulated_sweep(tmp_path):
     summary = read_summary(out)
     gov = summary["governors"]
     assert {"maxn", "ffg", "mlg", "mlg-paper", "oracle", "curve", "online"} <= set(gov)
-    assert gov["online"]["profiling_steps"] == 26 and "profiling_steps" not in gov["curve"]
+    # online probes 26 steps; through the live runner a job that ends while probing counts those it ran
+    assert 0 < gov["online"]["profiling_steps"] <= 26 and "profiling_steps" not in gov["curve"]
     for name in ("curve", "online"):
         assert gov[name]["mean_regret_pct"] >= 0 and gov[name]["mean_saving_pct"] <= gov["oracle"]["mean_saving_pct"] + 1e-9
     beyond = summary["beyond"]

@@ -166,8 +166,14 @@ def test_a_replayed_governor_sees_no_answer_and_plans_with_the_training_median_j
     per = E.replay({"spy": Spy(), "spy-probe": SpyProbe()}, sweep, table, ["B/t"]).set_index("policy")
     for row in Spy.seen + SpyProbe.seen:  # ... never in what decide() gets
         assert not set(row) & set(ANSWER_COLUMNS) and row["workload_id"] == "B/t"
-        # B replayed alone: the job it could know is the median of the others' jobs: A's 1000 units
-        assert row["plan_job_units"] == 1000.0
+    # B replayed alone: the job a governor that decides up front could know is the median of the
+    # others' jobs: A's 1000 units
+    assert [r["plan_job_units"] for r in Spy.seen] == [1000.0]
+    # a measuring one runs through the live runner, told B's job (100 units, its run) by the progress
+    # source, less the units run before it decides: B at the default (1020 MHz) takes 0.5 s a unit,
+    # the sensor 1 s (tegrastats' default): start-up 1 unit, the calibration >= 2 units and >= 5 x 1 s
+    # = 10 units, two baseline windows of 10: 31 units; 100 - 31 = 69 to plan with
+    assert [r["plan_job_units"] for r in SpyProbe.seen] == [69.0] and per.loc["spy-probe", "plan_job_units"] == 100.0
     # the charge uses B's true job, its run of 100 units: 100 x 1.6 J at 714
     assert per.loc["spy", "job_energy_j"] == pytest.approx(160.0) and per.loc["spy", "plan_job_units"] == 1000.0
     # both replayed: the median of 1000 and 100 = 550; a user-given figure wins
@@ -183,12 +189,15 @@ def test_the_replay_is_physical_by_default_and_idealised_only_when_asked(tmp_pat
     sweep, table = _hand_sweep(tmp_path / "ds")
     SpyProbe.seen = []
     per = E.replay({"spy-probe": SpyProbe()}, sweep, table, ["B/t"]).iloc[0]
-    # no sensor interval in meta.json: tegrastats' 1000 ms default; 5 samples + 0.2 s settle = 5.2 s; B at
-    # 510 MHz runs 0.9 s per unit: the 0.1-unit probe lasts 5.2 / 0.9 = 5.777778 units: 5.777778 x 1.2 J at 510,
-    # then the rest of the 100-unit job at 510 too: 100 x 1.2 J in all
-    assert per["probe_units"] == pytest.approx(5.2 / 0.9) and per["job_energy_j"] == pytest.approx(120.0)
+    # through the live runner (physical probes): no sensor interval in meta.json, tegrastats' 1000 ms
+    # default. 31 units at the default first (1020 MHz, 0.5 s and 2.0 J a unit: start-up, the
+    # calibration of 10, two baselines of 10); the 0.1-unit probe at 510 (0.9 s, 1.2 J a unit): the
+    # settle skips the unit it ends in (0.9 s >= 0.2 s), the read lasts >= 5 x 1 s: 6 units (5.4 s):
+    # 7 units; the 62 left at 510 too. Job: 31 x 2.0 + 69 x 1.2 = 144.8 J
+    assert per["probe_units"] == pytest.approx(7.0) and per["job_energy_j"] == pytest.approx(144.8)
     ideal = E.replay({"spy-probe": SpyProbe()}, sweep, table, ["B/t"], P.idealised(StepSource.from_sweep(sweep))).iloc[0]
-    assert ideal["probe_units"] == pytest.approx(0.1)  # instant: what the governor asked
+    assert ideal["probe_units"] == pytest.approx(0.1)  # instant: what the governor asked (the in-process charge)
+    assert ideal["job_energy_j"] == pytest.approx(120.0)  # 0.1 unit at 510, the rest of the 100 at 510: 100 x 1.2 J
     d = P.describe(P.with_physical(StepSource.from_sweep(sweep)))
     assert d["idealised"] is False and d["unit"] == "step" and d["window_per_level"]["510"] == pytest.approx(
         np.median([5.2 / 1.0, 5.2 / 0.9]))  # A 1.0 s, B 0.9 s per unit at 510: median of 5.2 and 5.777778

@@ -148,7 +148,13 @@ def test_zeus_jit_charges_the_first_epoch_as_zeus_does(tmp_path):
     wl.to_csv(ds.path / "workloads.csv", index=False)
     sweep = F.sweep_from_dataset(load_dataset(ds.path))
     table = F.feature_table(sweep)
-    row = E.replay({"zeus-sim": ZeusSimGovernor().fit(None)}, sweep, table).iloc[0]
+    # the trace simulator's own accounting, in process: idealised probes (no board; through the live
+    # runner a measuring governor is checked by hand in tests/test_governed_eval.py)
+    from dvfslab.analysis.steps import StepSource
+    from dvfslab.evaluation import probes as P
+
+    row = E.replay({"zeus-sim": ZeusSimGovernor().fit(None)}, sweep, table,
+                   steps=P.idealised(StepSource.from_sweep(sweep))).iloc[0]
     assert row["level"] == 150.0 and row["profiling_steps"] == 3 and row["probe_units"] == pytest.approx(1.0)
     # the CSVs keep 6 significant digits (SOURCE.md): relative 1e-5
     assert row["job_energy_j"] == pytest.approx(1300070.545286, rel=1e-5)

@@ -154,9 +154,11 @@ def test_the_benchmark_table_on_every_bundled_trace(gpu, n_limits, tmp_path):
     assert out.loc["oracle", "gap_closed_pct"] == pytest.approx(100.0) and out.loc["ffg", "gap_closed_pct"] == 0.0
     # Zeus's live optimizer: the limits 25 W apart from the top down, each target snapped to a limit
     # of the table (at most every limit, at least the top one and one more), each for its window
-    assert 2 <= out.loc["zeus", "profiling_steps"] <= n_limits and out.loc["zeus", "probe_units"] > 0
-    # each level the search measures: at least its 1/L slice
-    assert out.loc["search", "probe_units"] >= out.loc["search", "profiling_steps"] / n_limits - 1e-9
+    # (through the live runner: a level whose window an epoch end cut is read again, Zeus's restart,
+    # so a job may list one level twice; on the mean over the jobs at most one more than the limits)
+    assert 2 <= out.loc["zeus", "profiling_steps"] <= n_limits + 1 and out.loc["zeus", "probe_units"] > 0
+    # each level the search measures costs units of the job (the runner's windows: at least 5 NVML samples)
+    assert out.loc["search", "profiling_steps"] >= 1 and out.loc["search", "probe_units"] > 0
     assert set(info["chosen_per_fold"]) <= {"ffg", "mlg", "curve", *_benchmark().probing_names()}
     assert info["probe"]["idealised"] is False and info["probe"]["unit"] == "epoch"
     assert info["probe"]["read_fraction"] == pytest.approx(0.8)  # 40 of 10 + 40 iterations

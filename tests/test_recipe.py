@@ -56,6 +56,10 @@ ANCHOR = {  # policy: (mean_saving_pct, job_regret_pct, mean_slowdown_pct)
     "zeus": (21.92932423502877, 1.5912775127465324, 98.7957510453977),
     "zeus-sim": (21.653198918126037, 1.8696018844590176, 102.58519704347937),
 }
+#: the governors that measure the job: since issue 35 the recipe replays them through the live runner
+#: on the replay board (dvfslab.evaluation.governed), so their 7bbe858 figures (the in-process charge)
+#: are history; their rows are checked by hand in tests/test_governed_eval.py
+MEASURING = {"online", "profiled", "search", "voi", "zeus", "zeus-sim"}
 ANCHOR_RECOMMENDED = ("ffg", 0.2548690416965802)  # policy, cv_regret_pct
 ANCHOR_FFG_LEVEL = 612.0
 
@@ -75,6 +79,8 @@ def test_recipe_reproduces_notebook_04_headline_on_the_bundled_data():
     got = ev.headline.set_index("policy")
     assert ev.headline_label == "evaluation split" and not ev.in_sample
     for name, (saving, regret, slowdown) in ANCHOR.items():
+        if name in MEASURING:  # replayed through the live runner since issue 35 (tests/test_governed_eval.py)
+            continue
         assert got.loc[name, "mean_saving_pct"] == pytest.approx(saving, rel=1e-9, abs=1e-12), name
         assert got.loc[name, "job_regret_pct"] == pytest.approx(regret, rel=1e-9, abs=1e-12), name
         assert got.loc[name, "mean_slowdown_pct"] == pytest.approx(slowdown, rel=1e-9, abs=1e-12), name

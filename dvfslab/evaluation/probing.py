@@ -18,13 +18,15 @@ def probing_breakdown(per_workload: pd.DataFrame, sweep: Sweep, policy: str = "o
     ``choice_regret_pct``: the held level's energy over the oracle's (the same per run and over
     the whole job: both run every unit at their level); ``probing_cost_pct``: what the probing
     added to the run's regret, ``job_probing_cost_pct`` to the whole job's (all in % of the
-    baseline energy).
+    baseline energy). A job that ended before the governor decided (through the live runner: a job
+    shorter than its probes) held no level: its choice costs nothing and its whole regret is probing.
     """
-    rows = per_workload[(per_workload["policy"] == policy) & per_workload["level"].notna()]
+    rows = per_workload[(per_workload["policy"] == policy) & per_workload["regret_pct"].notna()]
     keep = ["workload_id", "level", "profiling_steps", "probe_units", "probe_share_pct", "regret_pct", "job_regret_pct",
             "slowdown_pct"]
     out = rows[[c for c in keep if c in rows]].copy()
-    full = [sweep.at(w, f)[0] for w, f in zip(rows["workload_id"], rows["level"], strict=True)]
+    full = [sweep.at(w, f)[0] if pd.notna(f) else e_o
+            for w, f, e_o in zip(rows["workload_id"], rows["level"], rows["oracle_energy_j"], strict=True)]
     out["oracle_level"] = [sweep.oracle_level(w) for w in rows["workload_id"]]
     out["choice_regret_pct"] = 100.0 * (pd.Series(full, index=rows.index) - rows["oracle_energy_j"]) / rows["baseline_energy_j"]
     out["probing_cost_pct"] = out["regret_pct"] - out["choice_regret_pct"]

@@ -12,7 +12,9 @@ all come from here:
    says why the others cannot: a knob they do not decide, steps the dataset lacks), the
    ``candidates`` of the recommendation among them, each fitted on the training workloads
    (``fitted``: governors the caller already has, e.g. notebook 03's saved tree);
-4. **the replay** of the evaluation workloads (``eval_ids``; per run and over the whole job);
+4. **the replay** of the evaluation workloads (``eval_ids``; per run and over the whole job; a
+   governor that measures the job through the live runner on the replay board,
+   :mod:`dvfslab.evaluation.governed`, stated in ``probe["measuring_governors"]``);
 5. **the CV scheme**: leave-one-model-out, or leave-one-block-out on a dataset of one model
    (:func:`dvfslab.evaluation.govcv.grouping`), every governor and candidate on the same folds
    (``schemes``: further schemes replayed before it, e.g. ``loocv`` for notebook 05's table;
@@ -49,6 +51,11 @@ from dvfslab.governors.base import Governor
 from dvfslab.governors.objective import Selector, parse_objective, with_objective
 
 FALLBACK = "ffg"
+#: summary.json's word on how a governor that measures the job is replayed (dvfslab.evaluation.governed)
+GOVERNED_WORDS = ("through the live runner on the replay board (dvfslab.evaluation.governed): the code `dvfslab "
+                  "govern --backend replay:DATASET --workload W` runs, trained, told the job's length, the dataset's "
+                  "sigma as one sensor sample's noise at the sensor's interval (never 0); the whole job is the "
+                  "board's account of every unit")
 
 
 @dataclass
@@ -161,6 +168,8 @@ def evaluate_dataset(sweep: Sweep, table: pd.DataFrame, train_ids: Sequence[str]
         with_job=[w for w in eval_ids if steps.job_known(w)], probe=PR.describe(steps),
         in_sample=bool(eval_ids) and set(eval_ids) == set(train_ids) if in_sample is None else bool(in_sample),
         probe_noise=probe_noise, train_split=train_split, eval_split=eval_split)
+    if not ev.probe.get("idealised"):  # how the measuring governors are replayed (summary.json evaluation.probe)
+        ev.probe["measuring_governors"] = GOVERNED_WORDS
     if eval_ids:
         fitted = dict(fitted or {})
         built = G.build([n for n in ev.names if n not in fitted], data, params)

@@ -12,7 +12,11 @@ For a workload ``w`` and a governor ``p`` (docs/method.md, "Evaluation definitio
   own ``n`` units and the job is the run, as the per-run figures are): the baseline runs all
   ``J`` at its level, ``J/n`` times its run's mean energy and time, the oracle all ``J`` at the
   workload's least-energy level, a governor that probes nothing all ``J`` at its level;
-* a probing governor (``online``, ``profiled``, ``zeus-sim``, ``search``) gets a probe that
+* a probing governor (``online``, ``profiled``, ``zeus``, ``zeus-sim``, ``search``, ``voi``)
+  under the physical probe model is **run through the live runner** on the replay board
+  (:mod:`dvfslab.evaluation.governed`: the code ``dvfslab govern`` runs; told the job's length
+  ``J``; the dataset's noise per sensor sample, never 0): its figures are the board's account of
+  every unit of the job. With idealised probes (comparison only) it gets a probe that
   reads the dataset's units (:class:`dvfslab.analysis.steps.StepProbe`) and returns what it
   probed, ``U`` units in all; they are **charged**: its probes run the job's first ``U`` units
   at the probed levels (their true cost, read again from the dataset without the probe's
@@ -68,8 +72,9 @@ from dvfslab.analysis.aggregate import Sweep
 from dvfslab.analysis.features import governor_row
 from dvfslab.analysis.steps import StepSource
 from dvfslab.core import reference as R
-from dvfslab.core.errors import SweepError
+from dvfslab.core.errors import DvfsError, SweepError
 from dvfslab.evaluation import probes as P
+from dvfslab.evaluation.governed import governed_row, through_runner
 from dvfslab.governors.base import Decision, Governor
 from dvfslab.governors.errors import GovernorError
 
@@ -106,6 +111,12 @@ def replay_one(name: str, governor: Governor, sweep: Sweep, workload: Mapping[st
            "noise_floor_pct": np.nan, "plan_job_units": np.nan if plan_job_units is None else float(plan_job_units)}
     for key in ("model", "task", "split", "params_m", "size_group"):
         row[key] = workload.get(key)
+    if governor.probing and through_runner(governor, steps, wid):  # one code path with `dvfslab govern`
+        try:
+            return governed_row(row, name, governor, sweep, workload, steps)
+        except (GovernorError, SweepError, DvfsError) as err:
+            row["error"] = str(err)
+            return row
     try:
         seen = governor_row(dict(workload), plan_job_units)
         decision = governor.decide(seen, steps.probe(wid) if governor.probing else None)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import queue
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dvfslab.core.errors import DvfsError
@@ -80,7 +80,7 @@ class Window:
         return self.time_s / self.read_units if self.measurement and self.read_units > 0 else None
 
     def record(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = dict(self.__dict__)  # the fields are plain scalars: no deep copy (asdict) needed
         d["energy_per_unit_j"], d["time_per_unit_s"] = self.energy_per_unit_j, self.time_per_unit_s
         return d
 
@@ -457,6 +457,9 @@ class LiveProbe:
         self.default_tpu.append(self.tau_s)
         self.on_window(w)
         self.model = live_probe_model(self.tau_s, self.interval_s, self.settle_s, unit=self.unit)
+        epoch = getattr(self.feed, "epoch_units", None)  # a source that knows the epoch (the replay board's)
+        if epoch:
+            self.model = replace(self.model, epoch_units=float(epoch))
         if self.stall_s is None:
             self.stall_s = STALL_FACTOR * max(self.tau_s, self.interval_s)
         return w
