@@ -30,12 +30,13 @@ is not known, no epoch end is ever modelled.
 
 **Re-planning as the job's length becomes known.** A live job may state its length only after
 the session started (a ``Trainer``'s bar after a preamble, a gauge set late, a ``k/N`` line) or
-change it (more epochs on a resume). :meth:`~WindowSession.replan` hands the session the new
-length it plans with, counted as ``workload["plan_job_units"]`` is: units from the session's
-start. It takes effect when the window open completes (before the governor's
-:meth:`~WindowSession._window_read` weighs the next probe): the units run there stay charged,
-and the governor decides again against the new length — in a live run every window the probe
-measures is whole, so that is at once. A governor whose plan depends on the length sets
+change it (more epochs on a resume). :meth:`~WindowSession.replan` hands the session the units
+of the job left after the window open now completes (live: the caller calls it when a probe
+window has ended, before the session observes it). It takes effect when that window completes,
+before the governor's :meth:`~WindowSession._window_read` weighs the next probe: the session
+then plans with ``units_run + units_left`` units from its start (``units_run``, the units it has
+observed, the window included), and decides again against the new length — in a live run every
+window the probe measures is whole, so that is at once. A governor whose plan depends on the length sets
 ``plans_with_length`` and implements :meth:`~WindowSession._replanned`: ``voi`` (the units left
 it weighs a probe's gain over) and ``bo`` (the rest of the job its expected improvement is
 over, and its probe budget, a share of the job). ``search``, ``zeus`` and ``zeus-sim`` plan
@@ -123,7 +124,8 @@ class WindowSession(ProbeSession):
 
     def _replanned(self, plan_job_units: float) -> None:
         """The job's length changed: plan with ``plan_job_units`` units from the session's start
-        (only a session with ``plans_with_length``; called before :meth:`_window_read`)."""
+        (as ``workload["plan_job_units"]``; only a session with ``plans_with_length``; called
+        before :meth:`_window_read`)."""
         raise NotImplementedError
 
     def _epoch_end(self) -> None:
@@ -191,20 +193,20 @@ class WindowSession(ProbeSession):
             self.last_window_units, units, energy, time = acc
             self._acc = [0.0, 0.0, 0.0, 0.0]
             if self._replan_units is not None:
-                n, self._replan_units = self._replan_units, None
-                self._replanned(n)
+                left, self._replan_units = self._replan_units, None
+                self._replanned(self.units_run + left)
             self._window_read(units, energy, time)
         elif crossed:
             self._epoch_end()
 
-    def replan(self, plan_job_units: float) -> bool:
-        """The job's length became known or changed: ``plan_job_units``, the units the session
-        plans with counted from its start (as ``workload["plan_job_units"]``). Applied when the
-        open window completes (module doc, *Re-planning*). Returns whether it changes the plan:
-        False after the hold, or for a governor whose plan does not depend on the length."""
-        n = float(plan_job_units)
-        if not n > 0:
-            raise ValueError(f"replan: the job length planned with must be > 0 units, got {plan_job_units!r}")
+    def replan(self, units_left: float) -> bool:
+        """The job's length became known or changed: ``units_left``, the units of the job left
+        after the window open now completes. Applied when it completes (module doc,
+        *Re-planning*). Returns whether it changes the plan: False after the hold, or for a
+        governor whose plan does not depend on the length."""
+        n = float(units_left)
+        if not n >= 0:
+            raise ValueError(f"replan: the units left must be >= 0, got {units_left!r}")
         if self.done or not self.plans_with_length:
             return False
         self._replan_units = n

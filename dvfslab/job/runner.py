@@ -118,7 +118,7 @@ class GovernedRun:
         if not w.measurement:
             self.say(f"{w.why}")
         self.log.write(rec)
-        self._check_length()
+        self._check_length(w)
 
     def _noise(self) -> None:
         """The reading noise of the default-clock windows, into the probe model (module doc)."""
@@ -206,32 +206,39 @@ class GovernedRun:
         self.log.write({"event": "plan", **self.plan})
         return wl
 
-    def _check_length(self) -> None:
+    def _check_length(self, w: Window | None = None) -> None:
         """The job's length stated or changed after the governor started (module doc, step 3):
-        a probing session re-plans with it; after the hold only the log's accounting changes."""
+        a probing session re-plans with it, told when a probe window has ended (the units left
+        after it: :meth:`~dvfslab.governors.session.WindowSession.replan`); after the hold only
+        the log's accounting changes. ``w``: the window just logged (None: the job has ended)."""
         n = self.feed.job_units
         if not self.plan or n is None or n == self._length:
             return  # before the plan (it reads the length itself), or nothing new
+        session = self.probe.session
+        probing = self.decision is None and session is not None and not session.done
+        if probing and w is not None and not (w.phase == "probe" and w.measurement):
+            return  # inside a probe window (a re-read, a stall): told when the window ends
         self._length = n
         done, source = self.probe.total, self.feed.job_units_source
-        session = self.probe.session
+        left = max(n - done, 0.0)
         rec: dict[str, Any] = {"event": "plan", "replan": True, "job_units": n, "units_done": done,
-                               "units_left": max(n - done, 0.0), "source": source}
-        if self.decision is None and session is not None and not session.done:
-            # the session counts its units from its start, as the plan's plan_job_units does
-            plan_units = max(n - self._done_at_plan, 1.0)
+                               "units_left": left, "source": source}
+        if probing and w is not None:
+            plan_units = max(n - self._done_at_plan, 1.0)  # from the governor's start, as the first plan's
             replan = getattr(session, "replan", None)
-            told = bool(replan(plan_units)) if replan is not None else False
+            told = bool(replan(left)) if replan is not None else False
             rec.update(plan_job_units=plan_units, session_told=told)
             if told:
                 self.plan["plan_job_units"] = plan_units
             when = f"learnt at {done:g} {self.probe.unit}s, while probing"
-            rec["note"] = (f"{self.governor.name} re-plans: {max(n - done, 0.0):g} {self.probe.unit}s left "
-                           "(from the window open on)" if told else
+            rec["note"] = (f"{self.governor.name} re-plans: {left:g} {self.probe.unit}s left after this probe "
+                           "window" if told else
                            f"{self.governor.name} does not plan with the job's length: nothing to re-plan")
+        elif probing:
+            when = f"learnt at {done:g} {self.probe.unit}s, as the job ended"
+            rec["note"] = "the job ended before the governor decided: only the log's accounting uses it"
         else:
-            when = (f"learnt at {done:g} {self.probe.unit}s, after the decision" if self.decision is not None
-                    else f"learnt at {done:g} {self.probe.unit}s")
+            when = f"learnt at {done:g} {self.probe.unit}s, after the decision"
             rec["note"] = "after the decision: only the log's accounting uses it"
         self.plan.update(job_units=n, source=source, learnt=when)
         self.log.write(rec)
