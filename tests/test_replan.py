@@ -188,3 +188,22 @@ def test_sources_that_restate_the_length_replace_it_and_the_hf_bar_does_not():
     feed.job_units_given = True
     feed.set_job_units(900.0, "a k/N line", restate=True)
     assert feed.job_units == 600
+
+
+def test_a_python_loop_states_its_length_late_and_voi_re_plans():
+    """The first test's job run by the caller's own loop (``GovernedRun.report``, the governor in
+    its thread) on the same cell: the loop learns its length (30) at step 17 and says so with
+    ``set_job_units``; voi holds after its one probe window, as on the replay board."""
+    from test_governed_run import LoopBoard
+
+    b = LoopBoard()
+    with GovernedRun(job_governor("voi"), b.job_board(), require_features=False) as run:
+        for k in range(1, 31):
+            b.step(k)  # waits until the run has handled unit k - 1: at 17, the governor is probing
+            if k == 17:
+                run.set_job_units(30)
+            run.report(k)
+    s = run.result
+    assert s["decided"] is True and s["probes"] == 1 and s["job_units"] == 30.0
+    assert "over the 8 units left" in run.decision.note
+    assert s["job_units_learnt"] == "learnt at 22 units, while probing" and b.level is None
