@@ -32,17 +32,17 @@ INTERVAL_S, SETTLE_S = 0.125, 0.25
 
 def _run(governor, units, statements=(), log=None, job_units=None):
     """Govern a replayed job of ``units`` units; ``statements``: ``(at_total, length)`` — the
-    progress source states the length once the job has reported ``at_total`` units (as a ``k/N``
-    line would: a restatement that replaces the one before)."""
+    progress source states the length once the job has first reported ``at_total`` units or more
+    (as a ``k/N`` line would: a restatement that replaces the one before; in order)."""
     board = ReplayBoard(CELL, units, sigma_sample=0.0, interval_s=INTERVAL_S, settle_s=SETTLE_S)
     jb = board.job_board()
     feed, get = jb.feed, jb.feed.get
+    pending = list(statements)
 
     def get_and_state(timeout_s):
         got = get(timeout_s)
-        for at, n in statements:
-            if feed.total >= at and (feed.total < at + 1 or feed.job_units is None):
-                feed.set_job_units(n, f"the 'step k/N' lines (k={feed.total:g})", restate=True)
+        while pending and feed.total >= pending[0][0]:  # once each, when the job first reaches it
+            feed.set_job_units(pending.pop(0)[1], f"the 'step k/N' lines (k={feed.total:g})", restate=True)
         return got
 
     jb.feed.get = get_and_state
