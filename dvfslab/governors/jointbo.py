@@ -52,7 +52,8 @@ read units are weighed too: the window times each of :data:`READ_LENGTHS` (a lon
 less noisy, ``noise`` shrinking as the probe model says, and costs more units). The setting and
 length of the largest net value are probed while that is positive (and fewer than
 ``max_probes``, within ``max_probe_share`` of the planned job: a budget, not a value); then ``b``
-is held. Energies are in units of the prior's (relative to a baseline);
+is held. ``U`` and the budget follow a job length learnt while probing
+(:meth:`~dvfslab.governors.session.WindowSession.replan`, from the next completed window on). Energies are in units of the prior's (relative to a baseline);
 the rule is scale-free. A slowdown limit keeps the settings whose prior mean time
 (``T_w(s) / T_w,baseline``, averaged) meets it; the held setting is the least cost of the
 objective among them.
@@ -244,6 +245,7 @@ class BoSession(WindowSession):
         share = float(getattr(governor, "max_probe_share", 1.0))
         if not 0 < share <= 1:
             raise GovernorError(f"bo: max_probe_share is a share of the job in (0, 1], got {share!r}")
+        self.probe_share = share
         self.probe_units_budget = share * self.plan_units
         # the admissible settings: the prior's mean time relative to the baseline meets the limit
         self.admissible = t_rel <= self.objective.limit
@@ -324,6 +326,14 @@ class BoSession(WindowSession):
         maxp = float(np.max(expected / trel))
         c = np.array([self.objective.cost(float(e), float(t), maxp) for e, t in zip(expected, trel, strict=True)])
         return np.where(self.admissible, c, np.inf)
+
+    plans_with_length = True
+
+    def _replanned(self, plan_job_units: float) -> None:
+        """The job's length changed (:mod:`dvfslab.governors.session`): the rest of the job its
+        expected improvement is over, and the probe budget (``max_probe_share`` of it), follow."""
+        self.plan_units = float(plan_job_units)
+        self.probe_units_budget = self.probe_share * self.plan_units
 
     def _plan(self) -> None:
         with one_thread():

@@ -28,6 +28,21 @@ past the end of an epoch (:meth:`next_probe`), and when a window is open at an e
 of an epoch end (a callback's ``on_epoch_end``) calls :meth:`epoch_end`. Where the epoch length
 is not known, no epoch end is ever modelled.
 
+**Re-planning as the job's length becomes known.** A live job may state its length only after
+the session started (a ``Trainer``'s bar after a preamble, a gauge set late, a ``k/N`` line) or
+change it (more epochs on a resume). :meth:`~WindowSession.replan` hands the session the units
+of the job left after the window open now completes (live: the caller calls it when a probe
+window has ended, before the session observes it). It takes effect when that window completes,
+before the governor's :meth:`~WindowSession._window_read` weighs the next probe: the session
+then plans with ``units_run + units_left`` units from its start (``units_run``, the units it has
+observed, the window included), and decides again against the new length — in a live run every
+window the probe measures is whole, so that is at once. A governor whose plan depends on the length sets
+``plans_with_length`` and implements :meth:`~WindowSession._replanned`: ``voi`` (the units left
+it weighs a probe's gain over) and ``bo`` (the rest of the job its expected improvement is
+over, and its probe budget, a share of the job). ``search``, ``zeus`` and ``zeus-sim`` plan
+without the job's length (a fixed search, a fixed profiling window per limit): they ignore it.
+After the hold a new length changes nothing in the session (the caller's log still records it).
+
 **Not here: ``online`` and ``profiled``.** Their sessions (:class:`~dvfslab.governors.online.OnlineSession`,
 :class:`~dvfslab.governors.profiled.ProfiledSession`) count *steps*, not units, and keep each step:
 ``online`` runs a fixed schedule of ``profiling_steps`` probing steps (round-robin over its probe
@@ -64,6 +79,8 @@ class WindowSession(ProbeSession):
     #: a window whose last unit is the epoch's last is complete (False: Zeus, which closes a
     #: window on the *next* step's ``on_step_begin``, after ``on_epoch_end`` has cancelled it)
     completes_at_epoch_end: bool = True
+    #: the session's plan depends on the job's length (``voi``, ``bo``): :meth:`replan` re-plans it
+    plans_with_length: bool = False
 
     def _begin(self, model: ProbeModel | None = None) -> None:
         """The state every session starts with; ``model``: the probe model (its epoch length)."""
@@ -83,6 +100,7 @@ class WindowSession(ProbeSession):
         #: units of the job run so far (the probes are its first units)
         self.units_run = 0.0
         self._cut = False  # the last probe asked stops at an epoch end
+        self._replan_units: float | None = None  # a new length, applied when the open window completes
 
     # ---- what a subclass calls ---------------------------------------------------------------
 
@@ -102,6 +120,12 @@ class WindowSession(ProbeSession):
 
     def _window_read(self, units: float, energy_j: float, time_s: float) -> None:
         """A window of the level being read is complete: its sums. Name the next or hold."""
+        raise NotImplementedError
+
+    def _replanned(self, plan_job_units: float) -> None:
+        """The job's length changed: plan with ``plan_job_units`` units from the session's start
+        (as ``workload["plan_job_units"]``; only a session with ``plans_with_length``; called
+        before :meth:`_window_read`)."""
         raise NotImplementedError
 
     def _epoch_end(self) -> None:
@@ -168,9 +192,25 @@ class WindowSession(ProbeSession):
         if acc[0] >= self._settle + self._reading[1] - EPS and not (crossed and not self.completes_at_epoch_end):
             self.last_window_units, units, energy, time = acc
             self._acc = [0.0, 0.0, 0.0, 0.0]
+            if self._replan_units is not None:
+                left, self._replan_units = self._replan_units, None
+                self._replanned(self.units_run + left)
             self._window_read(units, energy, time)
         elif crossed:
             self._epoch_end()
+
+    def replan(self, units_left: float) -> bool:
+        """The job's length became known or changed: ``units_left``, the units of the job left
+        after the window open now completes. Applied when it completes (module doc,
+        *Re-planning*). Returns whether it changes the plan: False after the hold, or for a
+        governor whose plan does not depend on the length."""
+        n = float(units_left)
+        if not n >= 0:
+            raise ValueError(f"replan: the units left must be >= 0, got {units_left!r}")
+        if self.done or not self.plans_with_length:
+            return False
+        self._replan_units = n
+        return True
 
     def epoch_end(self) -> None:
         """Live: the job's epoch ended (a callback's ``on_epoch_end``); an open window of a

@@ -37,7 +37,10 @@ A value-of-information rule (a one-step preposterior analysis over a discrete pr
   (:meth:`VoiSession._posterior`), each ``O(H · 3^n · L)`` (``H`` hypotheses, ``n`` <= 2 new
   readings by quadrature), so ``O((H + candidates) · 9 · H · L)``: linear in the levels.
 * **Job length** — what it plans with is ``workload["plan_job_units"]`` (the replay sets the
-  training workloads' median; never the job's true length), else ``job_units``.
+  training workloads' median; never the job's true length), else ``job_units``. A length learnt
+  while probing (:meth:`~dvfslab.governors.session.WindowSession.replan`: live, a progress source
+  that states it late or changes it) replaces it when the open window completes, and the rule
+  weighs the next probe against the new units left.
 
 **Constants, fixed from the data's noise before any result** (none tuned on results):
 ``shape_sigma`` defaults to the training curves' own misfit (:func:`posterior_misfit`): for each
@@ -216,6 +219,13 @@ class VoiSession(WindowSession):
         self._begin()
         self._pending: int | None = None
         self._plan()
+
+    plans_with_length = True
+
+    def _replanned(self, plan_job_units: float) -> None:
+        """The job's length changed (:mod:`dvfslab.governors.session`): the next :meth:`_plan` weighs
+        its probes against ``plan_job_units - used`` units left."""
+        self.plan_units = float(plan_job_units)
 
     # ---- the posterior ---------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ holds ``chosen_level``, ``probes`` (probe windows the governor ran) and ``probe_
 ``job_slowdown_pct``, each with its ``_ci``, over every window — calibration, baseline, probe and
 hold, settle units included, at each window's read figures; a window read again for being
 impossible at its level's mean), the job length planned with (``job_units``,
-``plan_job_units``, ``job_units_source``), the reading noise of repeated windows
+``plan_job_units``, ``job_units_source``, ``job_units_learnt``: the last length and when it was learnt), the reading noise of repeated windows
 (``noise_cv`` over ``noise_ref_units``), the held level's own ``saving_pct`` (``100 (1 - e_hold / e_base)``, the mean energy per unit of the windows held at the
 chosen level against those at the default clock) and ``saving_pct_ci`` (95 % percentile
 bootstrap over windows, ``scipy.stats.bootstrap``, the two groups resampled independently;
@@ -245,7 +245,7 @@ def summary(lines: Sequence[Mapping[str, Any]], *, policy: str, chosen_level: fl
     return {"summary": True, "policy": policy, "chosen_level": chosen_level, "decided": decided, "probes": probes,
             "probe_units": probe_units, "unit": unit, **whole_job(lines),
             "job_units": plan.get("job_units"), "plan_job_units": plan.get("plan_job_units"),
-            "job_units_source": plan.get("source"),
+            "job_units_source": plan.get("source"), "job_units_learnt": plan.get("learnt"),
             "saving_pct": pct, "saving_pct_ci": ci,
             "saving_ci_note": ci_note, "baseline": "the default clock (the board's own governor)",
             "held_windows": len(held), "baseline_windows": len(base), "no_progress_windows": skipped - impossible,
@@ -279,7 +279,8 @@ def format_summary(s: Mapping[str, Any]) -> str:
     level = "the default clock" if s.get("chosen_level") is None else f"{s['chosen_level']:g}"
     label = " (SIMULATED board)" if s.get("simulated") else ""
     unit = s.get("unit", "unit")
-    length = (f"job length {s['job_units']:g} {unit}s ({s.get('job_units_source')})" if s.get("job_units")
+    learnt = f", {s['job_units_learnt']}" if s.get("job_units_learnt") else ""
+    length = (f"job length {s['job_units']:g} {unit}s ({s.get('job_units_source')}{learnt})" if s.get("job_units")
               else "job length unknown")
     out = [f"dvfslab govern: {s.get('policy')}{label}: held {level}"
            + ("" if s.get("decided", True) else " (no decision: the job ended " + (

@@ -21,7 +21,10 @@ steps, epochs, inferences) and hands every new total to a :class:`ProgressFeed`:
 where it states it: the ``hf`` bar's total ``M`` of ``N/M``, a ``step k/N`` line (``steps``), a
 regex's group named ``total``, a Prometheus gauge (``units_metric``), or from Python
 (:func:`job_units_from`: a ``TrainerState``'s ``max_steps``, a Lightning ``Trainer``'s
-``estimated_stepping_batches``); the feed's ``job_units`` holds it.
+``estimated_stepping_batches``); the feed's ``job_units`` holds it. The ``hf`` bar's first total
+is kept (a later bar of another total is an evaluation); a ``k/N`` line, a regex's ``total`` and
+the gauge restate the whole length each time, and a change replaces it (the governor re-plans:
+:mod:`dvfslab.job.runner`). A length the user gives (``--job-units``) is never replaced.
 
 A total that does not grow is ignored (a restarted bar, a rewritten file). Board side: no numpy.
 """
@@ -92,6 +95,8 @@ class ProgressFeed:
         self.clock = clock
         self.job_units: float | None = None
         self.job_units_source = ""
+        #: the length was given by the user (``--job-units``): no source replaces it
+        self.job_units_given = False
         #: output lines read and those that reported progress, and what read them (a
         #: :class:`LineProgress`; None: the source reads no lines), for the message when none matched
         self.lines_read: int | None = None
@@ -108,10 +113,16 @@ class ProgressFeed:
             self.total = float(total)
         self._q.put((float(total), None if self.clock is None else float(self.clock())))
 
-    def set_job_units(self, units: float | None, source: str) -> None:
-        """The job's length as the source states it (the first statement is kept: an evaluation
-        bar of another total later does not replace it)."""
-        if units is None or not units > 0 or self.job_units is not None:
+    def set_job_units(self, units: float | None, source: str, *, restate: bool = False) -> None:
+        """The job's length as the source states it. The first statement is kept (an evaluation
+        bar of another total later does not replace it) unless ``restate``: a source that states
+        the whole job's length each time (a ``step k/N`` line, a regex's ``total``, a Prometheus
+        gauge, the caller's :meth:`~dvfslab.job.runner.GovernedRun.set_job_units`) replaces it
+        when it changes (more epochs on a resume). A length given by the user (``--job-units``,
+        :attr:`job_units_given`) is never replaced."""
+        if units is None or not units > 0 or not math.isfinite(units):
+            return
+        if self.job_units is not None and (not restate or self.job_units_given or float(units) == self.job_units):
             return
         self.job_units, self.job_units_source = float(units), source
 
@@ -229,14 +240,16 @@ class LineProgress:
             if m.groups():
                 total = m.groupdict().get("total")
                 if total is not None:
-                    self.feed.set_job_units(_number(total), f"--progress-regex's group 'total' ({total})")
+                    self.feed.set_job_units(_number(total), f"--progress-regex's group 'total' ({total})",
+                                               restate=True)
                 return _number(m.group(1))
             self._count += 1
             return self._count
         if self.preset == "steps":
             m = _STEP.search(line)
             if m and m.group(2):
-                self.feed.set_job_units(float(m.group(2)), f"the 'step k/N' lines ({m.group(1)}/{m.group(2)})")
+                self.feed.set_job_units(float(m.group(2)), f"the 'step k/N' lines ({m.group(1)}/{m.group(2)})",
+                                        restate=True)
             return float(m.group(1)) if m else None
         if self.preset == "lightning":
             m = _LIGHTNING.search(line)
@@ -291,8 +304,8 @@ class Poller:
             return
         if total is not None:
             self.feed.put(total)
-        if self.length is not None and self.feed.job_units is None:
-            self.feed.set_job_units(*self.length())
+        if self.length is not None:  # a gauge states the whole length each time: a change replaces it
+            self.feed.set_job_units(*self.length(), restate=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -11,7 +11,14 @@ caller's Python loop, the replay board itself). On the
 3. the governor, told the job's length (``plan_job_units``: the job's own length less the units
    already run, from the progress source or ``job_units``; without one the log says what it
    assumes): a measuring one gets the probe (``governor.decide(workload, probe)``: its session
-   probes through it, the replay's code path); any other decides from the features;
+   probes through it, the replay's code path); any other decides from the features. A length
+   the source states later, or changes (a ``k/N`` line after the calibration, a gauge set late,
+   more epochs on a resume, :meth:`GovernedRun.set_job_units`), is checked after every window:
+   while the session probes it is re-planned
+   (:meth:`~dvfslab.governors.session.WindowSession.replan`: ``voi`` and ``bo`` weigh their next
+   probe against the new units left; ``search`` and ``zeus`` do not plan with the length);
+   after the hold it changes only the log's accounting. Each is a ``{"event": "plan"}`` line,
+   and the summary's job length is the last one, with when it was learnt;
 4. **hold** the decided level, one window after another, until the job ends;
 5. the **summary** (:func:`dvfslab.job.log.summary`): the whole job against the default clock.
 
@@ -78,6 +85,7 @@ class GovernedRun:
         self.feed = feed if feed is not None else (board.feed if board.feed is not None else ProgressFeed())
         if job_units is not None:
             self.feed.job_units, self.feed.job_units_source = float(job_units), "given (job_units / --job-units)"
+            self.feed.job_units_given = True
         self.log = log if isinstance(log, JobLog) else JobLog(log)
         self.baseline_windows, self.simulated, self.say = baseline_windows, board.simulated, say
         self.probe = LiveProbe(board.levels, board.meter, self.feed, board.set_level, self._window,
@@ -89,6 +97,8 @@ class GovernedRun:
         self.decision = None
         self.level: float | None = None
         self.plan: dict[str, Any] = {}
+        self._length: float | None = None  # the job length the plan (or the last re-plan) used
+        self._done_at_plan = 0.0  # units run when the governor started (its session counts from there)
         self.note = ""
         self.result: dict[str, Any] | None = None
         self._thread: threading.Thread | None = None
@@ -108,6 +118,7 @@ class GovernedRun:
         if not w.measurement:
             self.say(f"{w.why}")
         self.log.write(rec)
+        self._check_length(w)
 
     def _noise(self) -> None:
         """The reading noise of the default-clock windows, into the probe model (module doc)."""
@@ -179,7 +190,7 @@ class GovernedRun:
         wl = self.workload
         if n is None:
             assumed = getattr(self.governor, "job_units", None)
-            self.plan = {"job_units": None, "plan_job_units": None, "source": "none",
+            self.plan = {"job_units": None, "plan_job_units": None, "source": "none", "units_done": done,
                          "note": "the progress source states no job length and none was given (--job-units N): "
                                  + (f"{self.governor.name} plans with its default {assumed:g} units"
                                     if isinstance(assumed, (int, float)) else
@@ -187,11 +198,58 @@ class GovernedRun:
             self.say(self.plan["note"])
         else:
             left = max(n - done, 1.0)
-            self.plan = {"job_units": n, "plan_job_units": left, "units_done": done, "source": source}
+            self.plan = {"job_units": n, "plan_job_units": left, "units_done": done, "source": source,
+                         "learnt": "before the governor started"}
             wl = {**wl, "plan_job_units": left}
             self.say(f"job length {n:g} {self.probe.unit}s ({source}): {left:g} left to plan with")
+        self._length, self._done_at_plan = n, done
         self.log.write({"event": "plan", **self.plan})
         return wl
+
+    def _check_length(self, w: Window | None = None) -> None:
+        """The job's length stated or changed after the governor started (module doc, step 3):
+        a probing session re-plans with it, told when a probe window has ended (the units left
+        after it: :meth:`~dvfslab.governors.session.WindowSession.replan`); after the hold only
+        the log's accounting changes. ``w``: the window just logged (None: the job has ended)."""
+        n = self.feed.job_units
+        if not self.plan or n is None or n == self._length:
+            return  # before the plan (it reads the length itself), or nothing new
+        session = self.probe.session
+        probing = self.decision is None and session is not None and not session.done
+        if probing and w is not None and not (w.phase == "probe" and w.measurement):
+            return  # inside a probe window (a re-read, a stall): told when the window ends
+        self._length = n
+        done, source = self.probe.total, self.feed.job_units_source
+        left = max(n - done, 0.0)
+        rec: dict[str, Any] = {"event": "plan", "replan": True, "job_units": n, "units_done": done,
+                               "units_left": left, "source": source}
+        if probing and w is not None:
+            plan_units = max(n - self._done_at_plan, 1.0)  # from the governor's start, as the first plan's
+            replan = getattr(session, "replan", None)
+            told = bool(replan(left)) if replan is not None else False
+            rec.update(plan_job_units=plan_units, session_told=told)
+            if told:
+                self.plan["plan_job_units"] = plan_units
+            when = f"learnt at {done:g} {self.probe.unit}s, while probing"
+            rec["note"] = (f"{self.governor.name} re-plans: {left:g} {self.probe.unit}s left after this probe "
+                           "window" if told else
+                           f"{self.governor.name} does not plan with the job's length: nothing to re-plan")
+        elif probing:
+            when = f"learnt at {done:g} {self.probe.unit}s, as the job ended"
+            rec["note"] = "the job ended before the governor decided: only the log's accounting uses it"
+        else:
+            when = f"learnt at {done:g} {self.probe.unit}s, after the decision"
+            rec["note"] = "after the decision: only the log's accounting uses it"
+        self.plan.update(job_units=n, source=source, learnt=when)
+        self.log.write(rec)
+        self.say(f"job length {n:g} {self.probe.unit}s ({source}), {when}: {rec['note']}")
+
+    def set_job_units(self, units: float, source: str = "the caller (GovernedRun.set_job_units)") -> None:
+        """The job's length, stated or changed by the caller while it runs (a training loop that
+        learns it late, a resume with more epochs): the governor re-plans while it probes."""
+        if not (isinstance(units, int | float) and units > 0):
+            raise DvfsError(f"set_job_units: the job's length must be > 0 units, got {units!r}")
+        self.feed.job_units, self.feed.job_units_source = float(units), source
 
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any] | None:
@@ -240,6 +298,7 @@ class GovernedRun:
             self.board.reset()
         finally:
             self.board.close()
+            self._check_length()
             self.result = self.summary(exit_code)
             self.log.write(self.result)
             self.log.close()
