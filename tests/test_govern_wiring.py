@@ -12,6 +12,7 @@ nearest level 816 (|828.75 - 816| = 12.75 < |918 - 828.75| = 89.25).
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from test_cli_hardware import cli
@@ -57,6 +58,8 @@ def test_a_model_of_another_level_table_is_refused_naming_both_or_mapped_and_sai
     argv = ("govern", "--policy", "ffg", "--model", f"{run}/", *progress, "--sysfs-root", orin_jp6.root)
     rc, out, err = cli(capsys, *argv, "--dry-run")
     assert rc == 2 and out == "" and err.count("\n") == 1 and "refused" in err
+    # the refusal closed the board it opened: no power-sampler thread is left running
+    assert not [t for t in threading.enumerate() if t.name == "dvfslab-power-sampler" and t.is_alive()]
     assert "Jetson AGX Xavier (gpu_freq_mhz, 14 levels 114.75-1377 MHz)" in err
     assert "jetson (gpu_freq_mhz, 11 levels 306-1300.5 MHz)" in err and "--map-levels nearest" in err
     rc, out, err = cli(capsys, *argv, "--map-levels", "nearest", "--dry-run")

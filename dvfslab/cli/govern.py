@@ -239,8 +239,6 @@ def run(args) -> int:
                  and not governor_class(args.policy).probing and args.eta is None and not args.model)
     if as_before:
         return _run_static(args)
-    from dvfslab.job.policy import feature_needs, job_governor
-
     feats = workload_features(args)
     governed = replay or source is not None
     # the board (or, without a progress source, its clocks) first: a learned governor is checked
@@ -255,6 +253,18 @@ def run(args) -> int:
         if not args.dry_run:
             raise
         _say(f"no board to check the model's level table against ({err})")
+    try:
+        return _govern_on(args, source, feats, governed, board, clocks)
+    finally:
+        if board is not None:  # the runner closes it too; a refusal or a dry run must not leave its sampler running
+            board.close()
+
+
+def _govern_on(args, source, feats: dict, governed: bool, board, clocks) -> int:
+    """The governor for the board (checked against it), then the dry run, the static run or the
+    governed run."""
+    from dvfslab.job.policy import feature_needs, job_governor
+
     levels = board.levels if board is not None else clocks.levels_mhz() if clocks is not None else None
     name = board.name if board is not None else _clocks_name(args)
     gov = job_governor(args.policy, args.model, max_slowdown_pct=args.max_slowdown, eta=args.eta,
