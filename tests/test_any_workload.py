@@ -86,4 +86,9 @@ def test_a_cnn_is_recorded_validated_and_replayed_with_its_missing_features_miss
     per = replay(govs, sweep, table, workload_ids=[CNN]).set_index("policy")  # voi probes the CNN's steps
     assert per.loc["oracle", "level"] == 714.0  # the closed form's least energy (module doc)
     assert per[["energy_j", "job_energy_j"]].notna().all().all(), per["error"].to_dict()
-    assert set(per["level"]) <= set(ORIN_FREQS_MHZ)
+    # every level decided is a level of the table; through the live runner (issue #35) a governor
+    # whose job ends before it decides (here the CNN's one-unit job, inside the runner's first
+    # default-clock window) has no level, and says so
+    assert set(per["level"].dropna()) <= set(ORIN_FREQS_MHZ)
+    undecided = per.loc[per["level"].isna(), "note"]
+    assert all("ended before the governor decided" in note for note in undecided), undecided.to_dict()
