@@ -225,7 +225,7 @@ class ReplayBoard:
 
     def lock(self, level: float) -> None:
         self.cell.at(level)  # refuses a level not in the cell
-        changed = self.level != float(level)
+        changed = self.level is None or abs(self.level - float(level)) > 1e-9  # levels are table values
         self.level = float(level)
         if changed and self.units > 0:
             self.run_to(self.time_s + self.settle_s)
