@@ -46,6 +46,18 @@ def show(title: str, profile) -> None:
           f"{sum(r['within'] for r in rows)} of {len(rows)}")
 
 
+def _range_sensitivity(profile, resid) -> dict[str, float]:
+    """Per assumed parameter: the norm of d(residuals)/d(parameter) times its range (a forward
+    difference of 1e-3 of the range)."""
+    base = resid(profile)
+    out = {}
+    for name, (lo, hi, _why) in ASSUMED_RANGES.items():
+        h = 1e-3 * (hi - lo)
+        d = (resid(with_params(profile, {name: getattr(profile, name) + h})) - base) / h
+        out[name] = float(np.linalg.norm(d) * (hi - lo))
+    return out
+
+
 def job_sensitivity(profile) -> dict[str, float]:
     curves = job_curves("fit")
 
@@ -59,13 +71,7 @@ def job_sensitivity(profile) -> dict[str, float]:
                 out.append((pj["maxn_run_j"] - c.maxn_j) / (reading_sigma(c, c.maxn_j) * c.maxn_j))
         return np.array(out)
 
-    base = resid(profile)
-    out = {}
-    for name, (lo, hi, _why) in ASSUMED_RANGES.items():
-        h = 1e-3 * (hi - lo)
-        d = (resid(with_params(profile, {name: getattr(profile, name) + h})) - base) / h
-        out[name] = float(np.linalg.norm(d) * (hi - lo))
-    return out
+    return _range_sensitivity(profile, resid)
 
 
 def shape_sensitivity(profile) -> dict[str, float]:
@@ -77,13 +83,7 @@ def shape_sensitivity(profile) -> dict[str, float]:
     def resid(p) -> np.ndarray:
         return np.array([r["residual_sigma"] for r in shape_residuals(p, sigma_run=s_run)])
 
-    base = resid(profile)
-    out = {}
-    for name, (lo, hi, _why) in ASSUMED_RANGES.items():
-        h = 1e-3 * (hi - lo)
-        d = (resid(with_params(profile, {name: getattr(profile, name) + h})) - base) / h
-        out[name] = float(np.linalg.norm(d) * (hi - lo))
-    return out
+    return _range_sensitivity(profile, resid)
 
 
 def main() -> None:

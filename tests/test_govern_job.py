@@ -45,12 +45,17 @@ OPTIMUM = 408.0
 CPU_MW = 1000
 
 
-@pytest.fixture
-def job_board(tmp_path):
+def fake_job_board(tmp_path):
+    """The fake AGX Orin running this module's hand-written synthetic job."""
     board = build_board(tmp_path / "orin", "agx-orin-jp6")
     board.set_rail("VDD_CPU_CV", CPU_MW, mv=1000, ma=CPU_MW)
     write_spec(board.root, {**STEP_TIME_S, "default": STEP_TIME_S[1300.5]}, {**GPU_MW, "default": GPU_MW[1300.5]})
     return board
+
+
+@pytest.fixture
+def job_board(tmp_path):
+    return fake_job_board(tmp_path)
 
 
 def govern(board, *argv, steps: int, job_args=(), wait: bool = True, **kw):

@@ -19,12 +19,11 @@ import sys
 
 import pytest
 from test_cli_hardware import ORIGINAL, cli, limits
-from test_govern_job import CPU_MW, FAKE_JOB_IO, GPU_MW, STEP_TIME_S, govern, read_log
+from test_govern_job import FAKE_JOB_IO, fake_job_board, govern, read_log
 from test_other_clocks_kill import CPU_MAXN, EMC_IDLE, wait_for_report
 
 from dvfslab.governors.files import save_governor
 from dvfslab.governors.registry import make
-from dvfslab.testing.fake_job import write_spec
 from dvfslab.testing.fake_sysfs import build_board
 
 KNOBS = ["gpu_freq_mhz", "emc_freq_mhz", "cpu_freq_mhz"]
@@ -35,10 +34,7 @@ ORIN = [306.0, 408.0, 510.0, 612.0, 714.0, 816.0, 918.0, 1020.0, 1122.0, 1224.0,
 @pytest.fixture
 def job_board(tmp_path):
     """The fake AGX Orin running tests/test_govern_job.py's hand-written synthetic job."""
-    board = build_board(tmp_path / "orin", "agx-orin-jp6")
-    board.set_rail("VDD_CPU_CV", CPU_MW, mv=1000, ma=CPU_MW)
-    write_spec(board.root, {**STEP_TIME_S, "default": STEP_TIME_S[1300.5]}, {**GPU_MW, "default": GPU_MW[1300.5]})
-    return board
+    return fake_job_board(tmp_path)
 
 
 def _joint_run(tmp_path, settings=SETTINGS, level=1.0):
